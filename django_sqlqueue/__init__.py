@@ -1,0 +1,14 @@
+"""django-sqlqueue: a job queue in the database your Django project already has.
+
+Importing this package imports no models, so ``from django_sqlqueue import job`` is safe in any
+module, including ones Django imports before the app registry is ready.
+"""
+
+from .context import current_job
+from .exceptions import Abort, Reschedule
+from .registry import job
+from .transactions import enqueue_on_commit
+
+__version__ = "0.1.0"
+
+__all__ = ["Abort", "Reschedule", "__version__", "current_job", "enqueue_on_commit", "job"]

@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+
+
+class SQLQueueConfig(AppConfig):
+    name = "django_sqlqueue"
+    verbose_name = "SQL queue"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from django.utils.module_loading import autodiscover_modules
+
+        from . import checks  # noqa: F401 - registers the system checks
+        from .conf import get_settings
+
+        # Import every installed app's tasks.py / jobs.py, so their @job functions are registered
+        # in web processes and workers alike.
+        autodiscover_modules(*get_settings().TASK_MODULES)

@@ -1,0 +1,99 @@
+"""Settings, read from ``settings.SQLQUEUE`` at call time (never at import), with defaults.
+
+::
+
+    SQLQUEUE = {
+        "DEFAULT_QUEUE": "default",
+        "MAX_ATTEMPTS": 5,
+        "LEASE_SECONDS": 60,
+        ...
+    }
+
+Unknown keys and values of the wrong type raise ``ImproperlyConfigured`` naming the key, and the
+``sqlqueue.E001`` system check reports the same problem at ``manage.py check`` time.
+"""
+
+from dataclasses import dataclass, fields
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    # Queue a job goes to when neither the task nor the caller names one.
+    DEFAULT_QUEUE: str = "default"
+    # Attempts (the first run included) before a failing job is marked exhausted.
+    MAX_ATTEMPTS: int = 5
+    # Retry delay after the failure of attempt n: BACKOFF_SECONDS * 2**(n-1), clamped to
+    # [MIN_RETRY_DELAY_SECONDS, MAX_RETRY_DELAY_SECONDS], then spread by +/- RETRY_JITTER.
+    BACKOFF_SECONDS: float = 5.0
+    MIN_RETRY_DELAY_SECONDS: float = 1.0
+    MAX_RETRY_DELAY_SECONDS: float = 3600.0
+    RETRY_JITTER: float = 0.1
+    # How long a claimed job belongs to its worker before it may be rescued.
+    LEASE_SECONDS: float = 60.0
+    # Largest accepted payload (args and kwargs as JSON), so a mistake cannot bloat the table.
+    MAX_PAYLOAD_BYTES: int = 1_000_000
+    # Longest traceback kept per failed attempt.
+    MAX_TRACEBACK_CHARS: int = 20_000
+    # Modules imported from every installed app at start-up, so their @job functions register.
+    TASK_MODULES: tuple = ("tasks", "jobs")
+
+
+_TYPES = {
+    "DEFAULT_QUEUE": (str,),
+    "MAX_ATTEMPTS": (int,),
+    "BACKOFF_SECONDS": (int, float),
+    "MIN_RETRY_DELAY_SECONDS": (int, float),
+    "MAX_RETRY_DELAY_SECONDS": (int, float),
+    "RETRY_JITTER": (int, float),
+    "LEASE_SECONDS": (int, float),
+    "MAX_PAYLOAD_BYTES": (int,),
+    "MAX_TRACEBACK_CHARS": (int,),
+    "TASK_MODULES": (list, tuple),
+}
+
+
+def get_settings() -> QueueSettings:
+    """Return the current settings, validated. Cheap enough to call per enqueue."""
+    raw = getattr(django_settings, "SQLQUEUE", None) or {}
+    if not isinstance(raw, dict):
+        raise ImproperlyConfigured(
+            f"settings.SQLQUEUE must be a dict, not {type(raw).__name__}."
+        )
+    known = {f.name for f in fields(QueueSettings)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"settings.SQLQUEUE has unknown key(s) {', '.join(unknown)}; "
+            f"valid keys are {', '.join(sorted(known))}."
+        )
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
+            wanted = " or ".join(t.__name__ for t in _TYPES[key])
+            raise ImproperlyConfigured(
+                f"settings.SQLQUEUE[{key!r}] must be {wanted}, not {type(value).__name__}."
+            )
+    conf = QueueSettings(**raw)
+    _check_ranges(conf)
+    return conf
+
+
+def _check_ranges(conf: QueueSettings) -> None:
+    problems = []
+    if conf.MAX_ATTEMPTS < 1:
+        problems.append("MAX_ATTEMPTS must be at least 1")
+    for key in ("BACKOFF_SECONDS", "MIN_RETRY_DELAY_SECONDS", "MAX_RETRY_DELAY_SECONDS"):
+        if getattr(conf, key) < 0:
+            problems.append(f"{key} must not be negative")
+    if conf.MIN_RETRY_DELAY_SECONDS > conf.MAX_RETRY_DELAY_SECONDS:
+        problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
+    if not 0 <= conf.RETRY_JITTER <= 1:
+        problems.append("RETRY_JITTER must be a fraction from 0 to 1")
+    if conf.LEASE_SECONDS <= 0:
+        problems.append("LEASE_SECONDS must be positive")
+    if conf.MAX_PAYLOAD_BYTES <= 0 or conf.MAX_TRACEBACK_CHARS <= 0:
+        problems.append("MAX_PAYLOAD_BYTES and MAX_TRACEBACK_CHARS must be positive")
+    if problems:
+        raise ImproperlyConfigured("settings.SQLQUEUE: " + "; ".join(problems) + ".")

@@ -1,0 +1,10 @@
+"""The job being run, for code deep inside a job function (logging, idempotency keys)."""
+
+from contextvars import ContextVar
+
+_current_job: ContextVar = ContextVar("django_sqlqueue_current_job", default=None)
+
+
+def current_job():
+    """The Job this code runs as (with ``pk`` and ``attempts``), or None outside a job."""
+    return _current_job.get()

@@ -1,0 +1,55 @@
+"""Every error django-sqlqueue raises, one class per problem.
+
+Errors raised while *building* a job derive from :class:`InvalidJob` (a ``ValueError``), so callers
+can catch them all at the enqueue boundary. :class:`Reschedule` and :class:`Abort` are not errors:
+a job function raises them to tell the worker what to do with the job.
+"""
+
+
+class SQLQueueError(Exception):
+    """Base class for django-sqlqueue's own errors."""
+
+
+class InvalidJob(SQLQueueError, ValueError):
+    """A job could not be enqueued because one of its values is invalid."""
+
+
+class InvalidPayload(InvalidJob):
+    """The job's args or kwargs are not plain JSON, or are too large."""
+
+
+class UnknownTask(InvalidJob):
+    """The task name is not registered with ``@job`` in this process."""
+
+
+class InvalidQueueName(InvalidJob):
+    """The queue name is empty, too long, or has characters outside [A-Za-z0-9_.-]."""
+
+
+class InvalidPriority(InvalidJob):
+    """The priority is not an integer from -100 to 100."""
+
+
+class InvalidSchedule(InvalidJob):
+    """run_at / delay / max_age are negative, naive, or given together."""
+
+
+class InvalidRetryPolicy(InvalidJob):
+    """max_attempts or a retry delay is out of range."""
+
+
+class InvalidUniqueKey(InvalidJob):
+    """The unique key is not a non-empty string of at most 255 characters."""
+
+
+class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by a job function: run this job again later, without counting a failure."""
+
+    def __init__(self, *, delay=None, run_at=None):
+        super().__init__(f"reschedule (delay={delay!r}, run_at={run_at!r})")
+        self.delay = delay
+        self.run_at = run_at
+
+
+class Abort(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by a job function: this job can never succeed; record the reason and do not retry."""

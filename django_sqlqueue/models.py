@@ -1,0 +1,139 @@
+"""The Job table. Statuses and their transitions are described in docs/concepts.md."""
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from .conf import QueueSettings
+from .queries import JobQuerySet
+from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
+from .validation import MAX_PRIORITY, MIN_PRIORITY
+
+_defaults = QueueSettings()
+
+
+class Job(models.Model):
+    """One unit of work: a registered task name and its JSON arguments.
+
+    Every column a plain ``INSERT`` may leave out has a database default (``db_default``), so
+    ``INSERT INTO django_sqlqueue_job (task_name, queue, payload) VALUES (...)`` makes a valid job
+    from any language or from a trigger. The defaults equal the settings' defaults at install time.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    task_name = models.CharField(max_length=255)
+    queue = models.CharField(max_length=100, db_default=_defaults.DEFAULT_QUEUE)
+    # {"args": [...], "kwargs": {...}}; either key may be missing in rows inserted by SQL.
+    payload = models.JSONField(db_default=models.Value("{}"))
+    priority = models.SmallIntegerField(db_default=0)  # higher runs first, as in django.tasks
+    status = models.CharField(
+        max_length=16, choices=JobStatus.choices, db_default=JobStatus.QUEUED
+    )
+
+    # Attempts counts every start of the job, and never goes down; max_attempts bounds it.
+    attempts = models.PositiveIntegerField(db_default=0)
+    max_attempts = models.PositiveIntegerField(db_default=_defaults.MAX_ATTEMPTS)
+    retry_backoff_seconds = models.FloatField(db_default=_defaults.BACKOFF_SECONDS)
+    retry_min_delay_seconds = models.FloatField(db_default=_defaults.MIN_RETRY_DELAY_SECONDS)
+    retry_max_delay_seconds = models.FloatField(db_default=_defaults.MAX_RETRY_DELAY_SECONDS)
+    retry_jitter = models.FloatField(db_default=_defaults.RETRY_JITTER)
+
+    enqueued_at = models.DateTimeField(db_default=Now())
+    run_at = models.DateTimeField(db_default=Now())  # not started before this
+    expires_at = models.DateTimeField(null=True, blank=True)  # never started after this
+    claimed_at = models.DateTimeField(null=True, blank=True)  # start of the latest attempt
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Who holds the job: "host:pid:thread" of the worker, and the token of its claim. Outcome
+    # writes match the token, so a worker whose lease was lost cannot overwrite a new owner's work.
+    claimed_by = models.CharField(max_length=255, null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    result = models.JSONField(null=True, blank=True)
+    # One entry per failed attempt: {"attempt", "at", "type", "message", "traceback", "worker"}.
+    errors = models.JSONField(db_default=models.Value("[]"))
+    unique_key = models.CharField(max_length=255, null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The claim query: ready rows of a queue in claim order. Partial, so it holds only
+            # ready rows and claiming costs the same with ten or ten million finished jobs.
+            models.Index(
+                fields=["queue", "-priority", "run_at", "id"],
+                name="sqlqueue_job_ready",
+                condition=Q(status__in=READY_STATUSES),
+            ),
+            # The lease rescuer's scan: running rows by lease expiry. Partial, so it stays as
+            # small as the number of jobs running right now.
+            models.Index(
+                fields=["lease_expires_at"],
+                name="sqlqueue_job_leases",
+                condition=Q(status=JobStatus.RUNNING),
+            ),
+        ]
+        constraints = [
+            # At most one unfinished job per unique key; the key is free again once it finishes.
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                name="sqlqueue_job_unique_key",
+                condition=Q(status__in=UNFINISHED_STATUSES),
+            ),
+            # Rows inserted by SQL are checked by the database itself.
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="sqlqueue_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
+                name="sqlqueue_job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="sqlqueue_job_max_attempts_positive"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.task_name} #{self.pk} ({self.status})"
+
+    @property
+    def args(self) -> list:
+        return (self.payload or {}).get("args", [])
+
+    @property
+    def kwargs(self) -> dict:
+        return (self.payload or {}).get("kwargs", {})
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    # Outcomes of a claimed job. Each is fenced by the claim token and returns True if it was
+    # applied, False if the job is no longer this claim's (lease lost, rescued, re-claimed).
+    def complete(self, result=None, *, now=None) -> bool:
+        from . import outcomes
+
+        return outcomes.complete(self, result, now=now)
+
+    def fail(self, error, *, retry=True, now=None) -> bool:
+        from . import outcomes
+
+        return outcomes.fail(self, error, retry=retry, now=now)
+
+    def reschedule(self, *, run_at=None, delay=None, now=None) -> bool:
+        from . import outcomes
+
+        return outcomes.reschedule(self, run_at=run_at, delay=delay, now=now)
+
+    def release(self, *, now=None) -> bool:
+        from . import outcomes
+
+        return outcomes.release(self, now=now)
+
+    def cancel(self, *, now=None) -> bool:
+        """Cancel this job if it has not started (queued, or waiting for a retry)."""
+        applied = Job.objects.using(self._state.db).filter(pk=self.pk).cancel(now=now) == 1
+        if applied:
+            self.refresh_from_db(fields=["status", "finished_at"])
+        return applied

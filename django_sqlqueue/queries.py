@@ -1,0 +1,193 @@
+"""JobQuerySet: filters are adjectives (``ready``), state changes are verbs (``claim``)."""
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, connections, models, router, transaction
+from django.db.models import Count, Min, Q
+from django.utils import timezone
+
+from . import sql
+from .building import job_fields
+from .conf import get_settings
+from .registry import ENQUEUE_OPTIONS, check_option_names, resolve
+from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
+
+#: Claim order: higher priority first, then the job due earliest, then the oldest.
+CLAIM_ORDER = ("-priority", "run_at", "id")
+
+
+@dataclass
+class QueueStats:
+    """Counts by status for one queue, and how far behind it is."""
+
+    queue: str
+    counts: dict = field(default_factory=dict)
+    oldest_ready_at: object = None  # run_at of the oldest job that is due now, if any
+    lag_seconds: float | None = None  # how long that job has been waiting past its run_at
+
+    @property
+    def ready(self) -> int:
+        return self.counts.get(JobStatus.QUEUED, 0) + self.counts.get(JobStatus.FAILED, 0)
+
+
+class JobQuerySet(models.QuerySet):
+    # ---- filters -------------------------------------------------------------------------
+    def ready(self, now=None):
+        """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired."""
+        now = now or timezone.now()
+        return self.filter(status__in=READY_STATUSES, run_at__lte=now).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+
+    def unfinished(self):
+        return self.filter(status__in=UNFINISHED_STATUSES)
+
+    def finished(self):
+        return self.filter(status__in=FINISHED_STATUSES)
+
+    def running(self):
+        return self.filter(status=JobStatus.RUNNING)
+
+    def in_queues(self, queues):
+        """Jobs of the given queue names; ``None`` means every queue."""
+        if queues is None:
+            return self
+        if isinstance(queues, str):
+            queues = [queues]
+        return self.filter(queue__in=list(queues))
+
+    # ---- enqueue -------------------------------------------------------------------------
+    def _write_alias(self, using=None) -> str:
+        return using or self._db or router.db_for_write(self.model)
+
+    def prepare(self, task, args=(), kwargs=None, **options):
+        """An unsaved, validated Job: what ``enqueue`` would insert. For ``bulk_enqueue``."""
+        check_option_names(options, allowed=ENQUEUE_OPTIONS, where="enqueue()")
+        task = resolve(task)
+        return self.model(**job_fields(task.name, args, kwargs, **{**task.options, **options}))
+
+    def enqueue(self, task, args=(), kwargs=None, *, using=None, **options):
+        """Validate and insert one job, in the current transaction of its database.
+
+        ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
+        (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
+        ``unique_key``, ``retry_backoff`` / ``retry_min_delay`` / ``retry_max_delay`` /
+        ``retry_jitter``, and ``using`` (database alias; default: the router's choice for Job).
+
+        With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
+        job is returned instead.
+        """
+        return self.enqueue_prepared(self.prepare(task, args, kwargs, **options), using=using)
+
+    def enqueue_prepared(self, job, *, using=None):
+        """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
+        alias = self._write_alias(using)
+        if job.unique_key is None:
+            job.save(using=alias, force_insert=True)
+            return job
+        for _ in range(3):
+            try:
+                # A savepoint, so that a duplicate key does not break the caller's transaction.
+                with transaction.atomic(using=alias):
+                    job.save(using=alias, force_insert=True)
+                return job
+            except IntegrityError:
+                existing = (
+                    self.model.objects.using(alias)
+                    .unfinished()
+                    .filter(unique_key=job.unique_key)
+                    .first()
+                )
+                if existing is not None:
+                    return existing
+                job.pk = None  # the holder finished in between: try the insert again
+        raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
+
+    def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
+        """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible."""
+        jobs = list(jobs)
+        for job in jobs:
+            if not isinstance(job, self.model) or job.pk is not None:
+                raise TypeError(
+                    "bulk_enqueue() takes unsaved jobs from task.prepare(...) or "
+                    "Job.objects.prepare(...)."
+                )
+            if job.unique_key is not None:
+                raise ValueError(
+                    f"bulk_enqueue() cannot deduplicate unique_key {job.unique_key!r}: "
+                    "enqueue unique jobs one at a time with enqueue()."
+                )
+        alias = self._write_alias(using)
+        return self.model.objects.using(alias).bulk_create(jobs, batch_size=batch_size)
+
+    # ---- claim ---------------------------------------------------------------------------
+    def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None) -> list:
+        """Claim up to ``limit`` ready jobs for ``worker_id`` and return them, running.
+
+        The jobs are picked in claim order with ``select_for_update(skip_locked=True)`` and
+        updated in the same statement: status running, one more attempt, claimed_by/at, a lease
+        until now + ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a
+        fresh claim token that fences every later outcome write.
+        """
+        if limit < 1:
+            return []
+        now = now or timezone.now()
+        lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
+        if hasattr(lease_seconds, "total_seconds"):
+            lease_seconds = lease_seconds.total_seconds()
+        alias = self._write_alias()
+        connection = connections[alias]
+        set_values = {
+            "status": JobStatus.RUNNING,
+            "claimed_by": worker_id[:255],
+            "claimed_at": now,
+            "lease_expires_at": now + timezone.timedelta(seconds=lease_seconds),
+            "claim_token": uuid.uuid4(),
+        }
+        with transaction.atomic(using=alias):
+            picked = (
+                self.model.objects.using(alias)
+                .ready(now)
+                .in_queues(queues)
+                .order_by(*CLAIM_ORDER)
+                .select_for_update(skip_locked=True)
+                .values("pk")[:limit]
+            )
+            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+            statement, params = sql.claim_jobs(
+                picked_sql, picked_params, self.model, connection, set_values
+            )
+            jobs = list(self.model.objects.db_manager(alias).raw(statement, params))
+        jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
+        return jobs
+
+    # ---- bulk state changes --------------------------------------------------------------
+    def cancel(self, now=None) -> int:
+        """Cancel the jobs of this queryset that have not started; returns how many."""
+        return self.filter(status__in=READY_STATUSES).update(
+            status=JobStatus.CANCELLED, finished_at=now or timezone.now()
+        )
+
+    def expire(self, now=None) -> int:
+        """Mark ready jobs past their expires_at as expired, so they never run."""
+        now = now or timezone.now()
+        return self.filter(status__in=READY_STATUSES, expires_at__lte=now).update(
+            status=JobStatus.EXPIRED, finished_at=now
+        )
+
+    # ---- stats ---------------------------------------------------------------------------
+    def stats(self, now=None) -> dict:
+        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job."""
+        now = now or timezone.now()
+        by_queue: dict = {}
+        rows = self.values_list("queue", "status").annotate(n=Count("pk")).order_by()
+        for queue, status, count in rows:
+            by_queue.setdefault(queue, QueueStats(queue)).counts[status] = count
+        oldest = self.ready(now).values_list("queue").annotate(oldest=Min("run_at")).order_by()
+        for queue, oldest_ready_at in oldest:
+            stats = by_queue.setdefault(queue, QueueStats(queue))
+            stats.oldest_ready_at = oldest_ready_at
+            stats.lag_seconds = max((now - oldest_ready_at).total_seconds(), 0.0)
+        return dict(sorted(by_queue.items()))
+

@@ -1,0 +1,139 @@
+"""Which functions may run as jobs.
+
+A worker runs only functions registered here with ``@job``; the task name stored in a row is a key
+into this registry, never a dotted path to import. A row naming ``os.system`` therefore fails with
+"not registered" instead of running it.
+"""
+
+import functools
+import inspect
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .exceptions import UnknownTask
+
+_tasks: dict = {}
+
+#: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
+#: ``@job`` and ``Task.using`` take the same names.
+ENQUEUE_OPTIONS = frozenset(
+    {
+        "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
+        "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter",
+    }
+)
+#: Options that describe one enqueue, not the task, so ``@job`` refuses them.
+PER_CALL_OPTIONS = frozenset({"run_at", "delay", "unique_key"})
+
+
+class Task:
+    """A registered job function. Call it to run it here and now; ``enqueue`` it to run it later."""
+
+    def __init__(self, func, name: str, options: dict):
+        self.func = func
+        self.name = name
+        self.options = options
+        self.is_async = inspect.iscoroutinefunction(func)
+        functools.update_wrapper(self, func)
+
+    def __repr__(self):
+        return f"<Task {self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        return self.func(*args, **kwargs)
+
+    def using(self, **options) -> "Task":
+        """A copy of this task with other enqueue options, e.g. ``task.using(delay=60)``."""
+        check_option_names(options, allowed=ENQUEUE_OPTIONS, where="Task.using()")
+        return Task(self.func, self.name, {**self.options, **options})
+
+    def prepare(self, *args, **kwargs):
+        """An unsaved, validated :class:`Job` for ``Job.objects.bulk_enqueue``."""
+        from .models import Job
+
+        return Job.objects.prepare(self, args, kwargs, **self.options)
+
+    def enqueue(self, *args, **kwargs):
+        """Insert the job now, in the current transaction of its database, and return it."""
+        from .models import Job
+
+        return Job.objects.enqueue(self, args, kwargs, **self.options)
+
+    def enqueue_on_commit(self, *args, **kwargs):
+        """Enqueue once the current transaction on ``default`` commits; see ``enqueue_on_commit``."""
+        from .transactions import enqueue_on_commit
+
+        return enqueue_on_commit(self, args, kwargs, **self.options)
+
+
+def check_option_names(options: dict, *, allowed: frozenset, where: str) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(
+            f"{where} got unknown option(s) {', '.join(unknown)}; "
+            f"valid options are {', '.join(sorted(allowed))}."
+        )
+
+
+def job(func=None, /, *, name: str | None = None, **options):
+    """Register a function as a job: ``@job`` or ``@job(queue="emails", max_attempts=5)``.
+
+    Options are the defaults of every enqueue of this task (see ``Job.objects.enqueue``); they are
+    validated here, so a bad queue name fails at import time rather than at the first enqueue.
+    """
+
+    def register(func):
+        task_name = name or f"{func.__module__}.{func.__qualname__}"
+        if "<locals>" in task_name:
+            raise ImproperlyConfigured(
+                f"@job cannot register {task_name}: define job functions at module level so "
+                "workers can import them."
+            )
+        check_option_names(
+            options, allowed=ENQUEUE_OPTIONS - PER_CALL_OPTIONS, where=f"@job for {task_name}"
+        )
+        task = Task(func, task_name, dict(options))
+        from .building import validate_options  # deferred: building reads settings
+
+        validate_options(task_name, options)
+        existing = _tasks.get(task_name)
+        if existing is not None and _origin(existing.func) != _origin(func):
+            raise ImproperlyConfigured(
+                f"two functions are registered as job {task_name!r} "
+                f"({_origin(existing.func)} and {_origin(func)}): give one of them @job(name=...)."
+            )
+        _tasks[task_name] = task
+        return task
+
+    return register(func) if func is not None else register
+
+
+def _origin(func) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def get_task(name: str) -> Task:
+    try:
+        return _tasks[name]
+    except KeyError:
+        raise UnknownTask(
+            f"task {name!r} is not registered in this process: decorate it with "
+            "@django_sqlqueue.job in a module that is imported at start-up (an installed app's "
+            "tasks.py or jobs.py is imported automatically), and deploy workers with the same code."
+        ) from None
+
+
+def resolve(task) -> Task:
+    """Accept a Task or a registered name; anything else is refused with a clear error."""
+    if isinstance(task, Task):
+        return task
+    if isinstance(task, str):
+        return get_task(task)
+    raise UnknownTask(
+        f"{task!r} is not a job: decorate the function with @django_sqlqueue.job and enqueue "
+        "the decorated function or its registered name."
+    )
+
+
+def registered_names() -> list:
+    return sorted(_tasks)

@@ -1,0 +1,33 @@
+"""The few statements the ORM cannot say in one round trip, each named and explained.
+
+Values always travel as query parameters; only column and table names (quoted by the backend)
+are put into the SQL text.
+"""
+
+
+def claim_jobs(picked_ids_sql: str, picked_params, model, connection, set_values: dict):
+    """UPDATE the picked rows to the values in ``set_values`` and return the updated rows.
+
+    ``picked_ids_sql`` selects the ids to claim; on PostgreSQL it ends in ``FOR UPDATE SKIP
+    LOCKED``, so concurrent claimers each lock different rows and never wait for each other. On
+    SQLite the single UPDATE statement runs under the database's write lock, and its WHERE re-reads
+    the rows as they are then, so two claimers can never update the same row either.
+
+    ``attempts`` is always incremented in SQL (not from a value read earlier).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    assignments, params = [], []
+    for field_name, value in set_values.items():
+        field = model._meta.get_field(field_name)
+        assignments.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    attempts = quote(model._meta.get_field("attempts").column)
+    assignments.append(f"{attempts} = {attempts} + 1")
+    columns = ", ".join(quote(f.column) for f in model._meta.concrete_fields)
+    pk = quote(model._meta.pk.column)
+    sql = (
+        f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608 - names only, values are params
+        f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {columns}"
+    )
+    return sql, (*params, *picked_params)

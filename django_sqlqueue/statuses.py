@@ -1,0 +1,20 @@
+"""Job statuses. The state machine is drawn in docs/concepts.md."""
+
+from django.db import models
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"  # waiting for its run_at; new, released or rescheduled
+    RUNNING = "running", "Running"  # claimed by a worker holding a lease
+    SUCCEEDED = "succeeded", "Succeeded"  # final
+    FAILED = "failed", "Failed, will retry"  # an attempt failed; runs again at run_at
+    EXHAUSTED = "exhausted", "Exhausted"  # final: failed with no attempts left, or aborted
+    CANCELLED = "cancelled", "Cancelled"  # final: cancelled before it ran
+    EXPIRED = "expired", "Expired"  # final: not started before expires_at
+
+
+READY_STATUSES = (JobStatus.QUEUED, JobStatus.FAILED)
+UNFINISHED_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
+FINISHED_STATUSES = (
+    JobStatus.SUCCEEDED, JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
+)

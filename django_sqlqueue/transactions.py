@@ -1,0 +1,24 @@
+"""Enqueue after the business transaction commits, for jobs kept in another database.
+
+When the jobs table is in the same database as your data, plain ``enqueue()`` inside
+``transaction.atomic()`` is the better tool: the job commits or rolls back with the data, atomically.
+``enqueue_on_commit`` is for when they are in different databases (aliases): it waits for the
+transaction on ``using`` to commit, then inserts the job; on rollback the job is dropped.
+"""
+
+from django.db import transaction
+
+
+def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
+    """Validate now; insert the job when the transaction on ``using`` commits.
+
+    ``using`` is the alias of the transaction to wait for (default: ``"default"``), as in
+    ``transaction.on_commit``. The job is written to the database the router picks for ``Job``.
+    Returns the unsaved job at once; its ``pk`` is set once it has been inserted. Outside a
+    transaction the job is inserted immediately.
+    """
+    from .models import Job
+
+    job = Job.objects.prepare(task, args, kwargs, **options)
+    transaction.on_commit(lambda: Job.objects.enqueue_prepared(job), using=using)
+    return job

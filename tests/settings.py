@@ -1,0 +1,78 @@
+"""Settings for the test suite.
+
+The suite runs once per database vendor: ``SQLQUEUE_TEST_DATABASE=sqlite`` or ``postgresql`` (the
+default). With ``DATABASE_URL`` set, that PostgreSQL server is used; otherwise the suite starts a
+throwaway cluster (tests/postgres_cluster.py) and fills in HOST and PORT below.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import environ
+
+env = environ.Env()
+VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
+SCRATCH = Path(os.environ.get("SQLQUEUE_TEST_SCRATCH", tempfile.gettempdir())) / "sqlqueue-tests"
+SCRATCH.mkdir(parents=True, exist_ok=True)
+
+SQLITE_OPTIONS = {"timeout": 60, "init_command": "PRAGMA journal_mode=WAL;"}
+
+
+def _sqlite(name):
+    path = str(SCRATCH / f"{name}-{os.getpid()}.sqlite3")
+    # A file, not :memory:, so that worker subprocesses see the same test database.
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": path,
+        "TEST": {"NAME": path.replace(".sqlite3", "-test.sqlite3")},
+        "OPTIONS": SQLITE_OPTIONS,
+    }
+
+
+if VENDOR not in ("sqlite", "postgresql"):
+    raise RuntimeError(f"SQLQUEUE_TEST_DATABASE={VENDOR!r}: use 'sqlite' or 'postgresql'.")
+if "DATABASE_URL" in os.environ:
+    # A given server, or (in worker subprocesses) the test database of the parent run.
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    if VENDOR == "sqlite":
+        DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
+elif VENDOR == "sqlite":
+    DATABASES = {"default": _sqlite("default")}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": "sqlqueue",
+            "USER": "postgres",
+            "HOST": "127.0.0.1",
+            "PORT": "",  # set by the throwaway cluster fixture in conftest.py
+        }
+    }
+if VENDOR == "sqlite":
+    DATABASES["other"] = _sqlite("other")
+else:
+    DATABASES["other"] = {
+        **DATABASES["default"],
+        "NAME": DATABASES["default"]["NAME"] + "_other",
+        "TEST": {"NAME": "test_" + DATABASES["default"]["NAME"] + "_other"},
+    }
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_sqlqueue",
+    "tests.testapp",
+]
+SECRET_KEY = "tests-only"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
+SQLQUEUE = {"RETRY_JITTER": 0.0}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_sqlqueue": {"handlers": ["console"], "level": "WARNING"}},
+}

@@ -1,0 +1,47 @@
+"""Jobs used by the tests. Imported automatically at start-up (an installed app's tasks.py)."""
+
+from django_sqlqueue import Abort, Reschedule, current_job, job
+
+
+@job
+def add(a, b):
+    return a + b
+
+
+@job(queue="emails", max_attempts=2, retry_backoff=10, retry_min_delay=10)
+def send_email(to, subject=""):
+    return {"to": to, "subject": subject}
+
+
+@job
+async def async_add(a, b):
+    return a + b
+
+
+@job(max_attempts=3)
+def always_fails(message):
+    raise RuntimeError(message)
+
+
+@job
+def returns_object():
+    return object()
+
+
+@job
+def wants_rescheduling(seconds):
+    raise Reschedule(delay=seconds)
+
+
+@job
+def gives_up(reason):
+    raise Abort(reason)
+
+
+@job(name="tests.record")
+def record(tag=""):
+    """Record this execution, keyed by (job id, attempt), so tests can count runs."""
+    from .models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
