@@ -45,6 +45,9 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
         "expires_at": expires_at,
         "enqueued_at": now,
         "unique_key": validation.unique_key(options.get("unique_key")),
+        "timeout_seconds": None
+        if options.get("timeout") is None
+        else validation.seconds(options["timeout"], "timeout", allow_zero=False),
     }
 
 

@@ -13,10 +13,15 @@ Unknown keys and values of the wrong type raise ``ImproperlyConfigured`` naming 
 ``sqlqueue.E001`` system check reports the same problem at ``manage.py check`` time.
 """
 
+import math
+import re
 from dataclasses import dataclass, fields
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+
+# The queue-name rule (validation.py imports it from here, as settings must not import validation).
+QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,22 @@ class QueueSettings:
     MIN_RETRY_DELAY_SECONDS: float = 1.0
     MAX_RETRY_DELAY_SECONDS: float = 3600.0
     RETRY_JITTER: float = 0.1
-    # How long a claimed job belongs to its worker before it may be rescued.
-    LEASE_SECONDS: float = 60.0
+    # How long a claimed job belongs to its worker before it may be rescued. Workers renew the
+    # leases of running jobs every LEASE_SECONDS / 3, so a killed worker's jobs run again about
+    # one lease after the kill. Shorter: faster recovery, more heartbeat writes.
+    LEASE_SECONDS: float = 30.0
+    # Per-job time limit (None: no limit); a job over it fails with a timeout error.
+    TIMEOUT_SECONDS: float | None = None
+    # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
+    POLL_INTERVAL_SECONDS: float = 1.0
+    # PostgreSQL: enqueue sends NOTIFY so idle workers wake at once. Turn off behind PgBouncer
+    # in transaction pooling mode, where LISTEN does not work; polling then does the job.
+    NOTIFY: bool = True
+    # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
+    MAINTENANCE_INTERVAL_SECONDS: float = 5.0
+    # Finished jobs are deleted this long after they finished (None: keep them).
+    KEEP_SUCCEEDED_SECONDS: float | None = 7 * 24 * 3600.0
+    KEEP_FAILED_SECONDS: float | None = 30 * 24 * 3600.0  # exhausted, cancelled, expired
     # Largest accepted payload (args and kwargs as JSON), so a mistake cannot bloat the table.
     MAX_PAYLOAD_BYTES: int = 1_000_000
     # Longest traceback kept per failed attempt.
@@ -49,6 +68,12 @@ _TYPES = {
     "MAX_RETRY_DELAY_SECONDS": (int, float),
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
+    "TIMEOUT_SECONDS": (int, float, type(None)),
+    "POLL_INTERVAL_SECONDS": (int, float),
+    "NOTIFY": (bool,),
+    "MAINTENANCE_INTERVAL_SECONDS": (int, float),
+    "KEEP_SUCCEEDED_SECONDS": (int, float, type(None)),
+    "KEEP_FAILED_SECONDS": (int, float, type(None)),
     "MAX_PAYLOAD_BYTES": (int,),
     "MAX_TRACEBACK_CHARS": (int,),
     "TASK_MODULES": (list, tuple),
@@ -70,8 +95,11 @@ def get_settings() -> QueueSettings:
             f"valid keys are {', '.join(sorted(known))}."
         )
     for key, value in raw.items():
-        if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
-            wanted = " or ".join(t.__name__ for t in _TYPES[key])
+        wanted_types = _TYPES[key]
+        if (isinstance(value, bool) and bool not in wanted_types) or not isinstance(
+            value, wanted_types
+        ):
+            wanted = " or ".join(t.__name__ for t in wanted_types).replace("NoneType", "None")
             raise ImproperlyConfigured(
                 f"settings.SQLQUEUE[{key!r}] must be {wanted}, not {type(value).__name__}."
             )
@@ -82,6 +110,15 @@ def get_settings() -> QueueSettings:
 
 def _check_ranges(conf: QueueSettings) -> None:
     problems = []
+    for f in fields(conf):
+        value = getattr(conf, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{f.name} must be a finite number, not {value!r}")
+    if not QUEUE_NAME_RE.fullmatch(conf.DEFAULT_QUEUE):
+        problems.append(
+            f"DEFAULT_QUEUE {conf.DEFAULT_QUEUE!r} is not a valid queue name (1 to 100 of "
+            "letters, digits, '_', '.', '-', starting with a letter or digit)"
+        )
     if conf.MAX_ATTEMPTS < 1:
         problems.append("MAX_ATTEMPTS must be at least 1")
     for key in ("BACKOFF_SECONDS", "MIN_RETRY_DELAY_SECONDS", "MAX_RETRY_DELAY_SECONDS"):
@@ -91,8 +128,12 @@ def _check_ranges(conf: QueueSettings) -> None:
         problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
-    if conf.LEASE_SECONDS <= 0:
-        problems.append("LEASE_SECONDS must be positive")
+    for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS"):
+        if getattr(conf, key) <= 0:
+            problems.append(f"{key} must be positive")
+    for key in ("TIMEOUT_SECONDS", "KEEP_SUCCEEDED_SECONDS", "KEEP_FAILED_SECONDS"):
+        if getattr(conf, key) is not None and getattr(conf, key) <= 0:
+            problems.append(f"{key} must be positive or None")
     if conf.MAX_PAYLOAD_BYTES <= 0 or conf.MAX_TRACEBACK_CHARS <= 0:
         problems.append("MAX_PAYLOAD_BYTES and MAX_TRACEBACK_CHARS must be positive")
     if problems:

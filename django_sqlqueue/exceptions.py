@@ -46,6 +46,8 @@ class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: run this job again later, without counting a failure."""
 
     def __init__(self, *, delay=None, run_at=None):
+        if (delay is None) == (run_at is None):
+            raise TypeError("Reschedule() takes exactly one of delay= or run_at=.")
         super().__init__(f"reschedule (delay={delay!r}, run_at={run_at!r})")
         self.delay = delay
         self.run_at = run_at

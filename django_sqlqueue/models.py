@@ -17,7 +17,8 @@ class Job(models.Model):
 
     Every column a plain ``INSERT`` may leave out has a database default (``db_default``), so
     ``INSERT INTO django_sqlqueue_job (task_name, queue, payload) VALUES (...)`` makes a valid job
-    from any language or from a trigger. The defaults equal the settings' defaults at install time.
+    from any language or from a trigger. Those database defaults are the built-in defaults of
+    ``SQLQUEUE`` (conf.py); they do not follow your project's SQLQUEUE setting.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -41,19 +42,21 @@ class Job(models.Model):
     enqueued_at = models.DateTimeField(db_default=Now())
     run_at = models.DateTimeField(db_default=Now())  # not started before this
     expires_at = models.DateTimeField(null=True, blank=True)  # never started after this
+    timeout_seconds = models.FloatField(null=True, blank=True)  # None: SQLQUEUE["TIMEOUT_SECONDS"]
     claimed_at = models.DateTimeField(null=True, blank=True)  # start of the latest attempt
     finished_at = models.DateTimeField(null=True, blank=True)
 
     # Who holds the job: "host:pid:thread" of the worker, and the token of its claim. Outcome
     # writes match the token, so a worker whose lease was lost cannot overwrite a new owner's work.
-    claimed_by = models.CharField(max_length=255, null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     result = models.JSONField(null=True, blank=True)
     # One entry per failed attempt: {"attempt", "at", "type", "message", "traceback", "worker"}.
     errors = models.JSONField(db_default=models.Value("[]"))
-    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", means "no key": the partial unique index skips NULLs.
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 
     objects = JobQuerySet.as_manager()
 
@@ -79,7 +82,7 @@ class Job(models.Model):
             models.UniqueConstraint(
                 fields=["unique_key"],
                 name="sqlqueue_job_unique_key",
-                condition=Q(status__in=UNFINISHED_STATUSES),
+                condition=Q(status__in=UNFINISHED_STATUSES, unique_key__isnull=False),
             ),
             # Rows inserted by SQL are checked by the database itself.
             models.CheckConstraint(
@@ -137,3 +140,24 @@ class Job(models.Model):
         if applied:
             self.refresh_from_db(fields=["status", "finished_at"])
         return applied
+
+
+class Worker(models.Model):
+    """A running worker process, as blueque keeps its listeners: who is alive, since when, doing
+    how much. Rows are added at start, touched by every heartbeat, deleted at a clean exit, and
+    reaped by maintenance when their heartbeat stops (their running jobs are then rescued)."""
+
+    name = models.CharField(max_length=255, unique=True)  # also Job.claimed_by of its jobs
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list, blank=True)  # [] means every queue
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField()
+    jobs_done = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["host", "started_at"]
+
+    def __str__(self):
+        return self.name

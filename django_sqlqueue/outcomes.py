@@ -19,12 +19,13 @@ from .retry import retry_delay_seconds
 from .statuses import JobStatus
 
 
-def _fenced_update(job, **values) -> bool:
+def _fenced_update(job, *, also=None, **values) -> bool:
     from .models import Job
 
+    fence = {"pk": job.pk, "status": JobStatus.RUNNING, "claim_token": job.claim_token}
     updated = (
         Job.objects.using(job._state.db or None)
-        .filter(pk=job.pk, status=JobStatus.RUNNING, claim_token=job.claim_token)
+        .filter(**fence, **(also or {}))
         .update(**values)
     )
     if updated:
@@ -71,27 +72,48 @@ def fail(job, error, *, retry=True, now=None, traceback_text=None) -> bool:
     """running -> failed (runs again after the retry delay), or -> exhausted when no attempts
     are left or ``retry`` is False. The error is appended to ``job.errors``."""
     now = now or timezone.now()
-    errors = [*(job.errors or []), error_entry(job, error, now=now, traceback_text=traceback_text)]
-    if retry and job.attempts < job.max_attempts:
-        delay = retry_delay_seconds(
-            job.attempts,
-            backoff=job.retry_backoff_seconds,
-            min_delay=job.retry_min_delay_seconds,
-            max_delay=job.retry_max_delay_seconds,
-            jitter=job.retry_jitter,
-        )
+    delay = retry_delay_seconds(
+        job.attempts,
+        backoff=job.retry_backoff_seconds,
+        min_delay=job.retry_min_delay_seconds,
+        max_delay=job.retry_max_delay_seconds,
+        jitter=job.retry_jitter,
+    )
+    entry = error_entry(job, error, now=now, traceback_text=traceback_text)
+    retry_at = now + dt.timedelta(seconds=delay) if retry else None
+    return _record_failure(job, entry, retry_at=retry_at, now=now)
+
+
+class WorkerLost(Exception):  # noqa: N818 - recorded as the error type of a lost attempt
+    """The worker running this attempt stopped renewing its lease (killed, hung, machine gone)."""
+
+
+def rescue(job, *, now=None, reason="its lease expired") -> bool:
+    """running -> failed (due now) or exhausted: the attempt is lost with its worker.
+
+    Fenced on the lease as read, so a heartbeat that renews the lease meanwhile wins the race.
+    """
+    now = now or timezone.now()
+    lost = WorkerLost(
+        f"worker {job.claimed_by or '?'} was lost while running attempt {job.attempts} "
+        f"({reason}); the attempt counts as failed."
+    )
+    entry = error_entry(job, lost, now=now)
+    return _record_failure(
+        job, entry, retry_at=now, now=now, also={"lease_expires_at": job.lease_expires_at}
+    )
+
+
+def _record_failure(job, entry, *, retry_at, now, also=None) -> bool:
+    """Append ``entry`` to the job's errors; retry at ``retry_at`` if attempts are left."""
+    errors = [*(job.errors or []), entry]
+    if retry_at is not None and job.attempts < job.max_attempts:
         return _fenced_update(
-            job,
-            status=JobStatus.FAILED,
-            run_at=now + dt.timedelta(seconds=delay),
-            errors=errors,
+            job, also=also, status=JobStatus.FAILED, run_at=retry_at, errors=errors,
             lease_expires_at=None,
         )
     return _fenced_update(
-        job,
-        status=JobStatus.EXHAUSTED,
-        errors=errors,
-        finished_at=now,
+        job, also=also, status=JobStatus.EXHAUSTED, errors=errors, finished_at=now,
         lease_expires_at=None,
     )
 

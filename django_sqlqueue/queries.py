@@ -1,5 +1,6 @@
 """JobQuerySet: filters are adjectives (``ready``), state changes are verbs (``claim``)."""
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 
@@ -7,7 +8,7 @@ from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from . import sql
+from . import notify, sql
 from .building import job_fields
 from .conf import get_settings
 from .registry import ENQUEUE_OPTIONS, check_option_names, resolve
@@ -27,7 +28,8 @@ class QueueStats:
     lag_seconds: float | None = None  # how long that job has been waiting past its run_at
 
     @property
-    def ready(self) -> int:
+    def waiting(self) -> int:
+        """Queued plus failed-awaiting-retry, due or not (``ready()`` is the due ones)."""
         return self.counts.get(JobStatus.QUEUED, 0) + self.counts.get(JobStatus.FAILED, 0)
 
 
@@ -48,6 +50,10 @@ class JobQuerySet(models.QuerySet):
 
     def running(self):
         return self.filter(status=JobStatus.RUNNING)
+
+    def lease_expired(self, now=None):
+        """Running jobs whose worker stopped renewing the lease."""
+        return self.running().filter(lease_expires_at__lt=now or timezone.now())
 
     def in_queues(self, queues):
         """Jobs of the given queue names; ``None`` means every queue."""
@@ -85,12 +91,14 @@ class JobQuerySet(models.QuerySet):
         alias = self._write_alias(using)
         if job.unique_key is None:
             job.save(using=alias, force_insert=True)
+            notify.jobs_enqueued(alias, [job.queue])
             return job
         for _ in range(3):
             try:
                 # A savepoint, so that a duplicate key does not break the caller's transaction.
                 with transaction.atomic(using=alias):
                     job.save(using=alias, force_insert=True)
+                notify.jobs_enqueued(alias, [job.queue])
                 return job
             except IntegrityError:
                 existing = (
@@ -119,7 +127,10 @@ class JobQuerySet(models.QuerySet):
                     "enqueue unique jobs one at a time with enqueue()."
                 )
         alias = self._write_alias(using)
-        return self.model.objects.using(alias).bulk_create(jobs, batch_size=batch_size)
+        created = self.model.objects.using(alias).bulk_create(jobs, batch_size=batch_size)
+        if created:
+            notify.jobs_enqueued(alias, {job.queue for job in created})
+        return created
 
     # ---- claim ---------------------------------------------------------------------------
     def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None) -> list:
@@ -130,7 +141,7 @@ class JobQuerySet(models.QuerySet):
         until now + ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a
         fresh claim token that fences every later outcome write.
         """
-        if limit < 1:
+        if limit < 1 or (queues is not None and not isinstance(queues, str) and not queues):
             return []
         now = now or timezone.now()
         lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
@@ -142,12 +153,12 @@ class JobQuerySet(models.QuerySet):
             "status": JobStatus.RUNNING,
             "claimed_by": worker_id[:255],
             "claimed_at": now,
-            "lease_expires_at": now + timezone.timedelta(seconds=lease_seconds),
+            "lease_expires_at": now + dt.timedelta(seconds=lease_seconds),
             "claim_token": uuid.uuid4(),
         }
         with transaction.atomic(using=alias):
             picked = (
-                self.model.objects.using(alias)
+                self.using(alias)  # keeps this queryset's own filters
                 .ready(now)
                 .in_queues(queues)
                 .order_by(*CLAIM_ORDER)
@@ -175,6 +186,46 @@ class JobQuerySet(models.QuerySet):
         return self.filter(status__in=READY_STATUSES, expires_at__lte=now).update(
             status=JobStatus.EXPIRED, finished_at=now
         )
+
+    def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
+        """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
+        if not job_ids:
+            return 0
+        now = now or timezone.now()
+        seconds = get_settings().LEASE_SECONDS if lease is None else lease
+        return self.running().filter(pk__in=list(job_ids), claimed_by=worker_id).update(
+            lease_expires_at=now + dt.timedelta(seconds=seconds)
+        )
+
+    def rescue(self, now=None, *, reason="its lease expired", limit=500) -> int:
+        """Fail the running jobs of this queryset whose worker is gone (see outcomes.rescue)."""
+        from . import outcomes
+
+        now = now or timezone.now()
+        return sum(
+            outcomes.rescue(job, now=now, reason=reason)
+            for job in self.running().order_by("lease_expires_at")[:limit]
+        )
+
+    def prune(self, now=None, *, keep_succeeded=None, keep_failed=None, batch_size=1000) -> int:
+        """Delete finished jobs older than the retention (seconds; None keeps them)."""
+        now = now or timezone.now()
+        rules = []
+        if keep_succeeded is not None:
+            rules.append(([JobStatus.SUCCEEDED], keep_succeeded))
+        if keep_failed is not None:
+            rules.append(([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed))
+        deleted = 0
+        for statuses, keep in rules:
+            old = self.filter(
+                status__in=statuses, finished_at__lt=now - dt.timedelta(seconds=keep)
+            )
+            while True:  # in batches, so one prune never holds long locks
+                ids = list(old.values_list("pk", flat=True)[:batch_size])
+                if not ids:
+                    break
+                deleted += self.model.objects.using(self.db).filter(pk__in=ids).delete()[0]
+        return deleted
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:

@@ -19,7 +19,7 @@ _tasks: dict = {}
 ENQUEUE_OPTIONS = frozenset(
     {
         "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
-        "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter",
+        "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
     }
 )
 #: Options that describe one enqueue, not the task, so ``@job`` refuses them.
@@ -60,7 +60,7 @@ class Task:
         return Job.objects.enqueue(self, args, kwargs, **self.options)
 
     def enqueue_on_commit(self, *args, **kwargs):
-        """Enqueue once the current transaction on ``default`` commits; see ``enqueue_on_commit``."""
+        """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         from .transactions import enqueue_on_commit
 
         return enqueue_on_commit(self, args, kwargs, **self.options)
@@ -84,10 +84,10 @@ def job(func=None, /, *, name: str | None = None, **options):
 
     def register(func):
         task_name = name or f"{func.__module__}.{func.__qualname__}"
-        if "<locals>" in task_name:
+        if "<locals>" in func.__qualname__ or "<lambda>" in func.__qualname__:
             raise ImproperlyConfigured(
-                f"@job cannot register {task_name}: define job functions at module level so "
-                "workers can import them."
+                f"@job cannot register {_origin(func)}: define job functions with def at module "
+                "level, so that every worker imports and registers the same function."
             )
         check_option_names(
             options, allowed=ENQUEUE_OPTIONS - PER_CALL_OPTIONS, where=f"@job for {task_name}"

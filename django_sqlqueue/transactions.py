@@ -1,7 +1,7 @@
 """Enqueue after the business transaction commits, for jobs kept in another database.
 
 When the jobs table is in the same database as your data, plain ``enqueue()`` inside
-``transaction.atomic()`` is the better tool: the job commits or rolls back with the data, atomically.
+``transaction.atomic()`` is the better tool: the job commits or rolls back with the data.
 ``enqueue_on_commit`` is for when they are in different databases (aliases): it waits for the
 transaction on ``using`` to commit, then inserts the job; on rollback the job is dropped.
 """

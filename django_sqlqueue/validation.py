@@ -4,11 +4,11 @@ message names the offending value and says how to fix it."""
 import datetime as dt
 import json
 import math
-import re
 
 from django.conf import settings
 from django.utils import timezone
 
+from .conf import QUEUE_NAME_RE
 from .exceptions import (
     InvalidPayload,
     InvalidPriority,
@@ -19,7 +19,6 @@ from .exceptions import (
 )
 
 MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
-QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 UNIQUE_KEY_MAX_LENGTH = 255
 
 
@@ -38,7 +37,7 @@ def json_payload(args, kwargs, *, max_bytes: int) -> dict:
     payload = {"args": list(args), "kwargs": kwargs}
     check_json(payload["args"], "args")
     check_json(kwargs, "kwargs")
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
     if size > max_bytes:
         raise InvalidPayload(
             f"the payload is {size} bytes, over the limit of {max_bytes} "
@@ -52,7 +51,9 @@ def check_json(value, path: str) -> None:
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidPayload(f"{path} is {value!r}, which JSON cannot store: use None or a number.")
+            raise InvalidPayload(
+                f"{path} is {value!r}, which JSON cannot store: use None or a number."
+            )
         return
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):

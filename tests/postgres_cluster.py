@@ -69,15 +69,19 @@ class Cluster:
         kwargs = {}
         if self.run_as is not None:
             kwargs = {"user": self.run_as.pw_uid, "group": self.run_as.pw_gid}
-        result = subprocess.run(
-            [str(self.bindir / args[0]), *args[1:]],
-            cwd=self.base, capture_output=True, text=True, **kwargs,
-        )
+        # Output goes to a file, not a pipe: the server that pg_ctl starts inherits the
+        # descriptors, and reading a pipe it holds open would never end.
+        with tempfile.TemporaryFile(mode="w+") as output:
+            result = subprocess.run(
+                [str(self.bindir / args[0]), *args[1:]],
+                cwd=self.base, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                **kwargs,
+            )
+            output.seek(0)
+            text = output.read()
         if check and result.returncode != 0:
             log = self.logfile.read_text()[-3000:] if self.logfile.exists() else ""
-            raise RuntimeError(
-                f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}{log}"
-            )
+            raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}):\n{text}{log}")
         return result
 
     def start(self):
@@ -115,7 +119,8 @@ class Cluster:
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._run("pg_isready", "-h", "127.0.0.1", "-p", str(self.port), check=False).returncode == 0:
+            ready = self._run("pg_isready", "-h", "127.0.0.1", "-p", str(self.port), check=False)
+            if ready.returncode == 0:
                 return
             time.sleep(0.1)
         raise RuntimeError(f"PostgreSQL on port {self.port} did not become ready")

@@ -5,6 +5,7 @@ default). With ``DATABASE_URL`` set, that PostgreSQL server is used; otherwise t
 throwaway cluster (tests/postgres_cluster.py) and fills in HOST and PORT below.
 """
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -69,7 +70,8 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
-SQLQUEUE = {"RETRY_JITTER": 0.0}
+# Worker subprocesses get their overrides as JSON in SQLQUEUE_TEST_SETTINGS.
+SQLQUEUE = {"RETRY_JITTER": 0.0, **json.loads(os.environ.get("SQLQUEUE_TEST_SETTINGS", "{}"))}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

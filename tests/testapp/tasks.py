@@ -45,3 +45,30 @@ def record(tag=""):
 
     job = current_job()
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+@job
+async def async_whoami():
+    """Return the job it runs as, seen from async code (current_job() crosses asyncio.run)."""
+    job = current_job()
+    return {"id": job.pk, "attempt": job.attempts}
+
+
+@job
+def exits(code):
+    """Raise SystemExit, which a worker must not swallow as a job failure."""
+    raise SystemExit(code)
+
+
+@job(name="tests.sleep")
+def sleep_for(seconds, tag=""):
+    """Sleep, then record the execution: a job that is reliably "mid-run" for a while."""
+    import time
+
+    from .models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
+                             tag="started")
+    time.sleep(seconds)
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)

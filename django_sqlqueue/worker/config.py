@@ -1,0 +1,72 @@
+"""The options of one worker, as ``runworker`` parses them, checked at the boundary."""
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+
+from ..conf import get_settings
+from ..validation import queue_name
+
+
+class InvalidWorkerOption(ValueError):
+    """A worker option is out of range; the message names the option and the fix."""
+
+
+@dataclass
+class WorkerConfig:
+    queues: list | None = None  # None: every queue
+    concurrency: int = 1  # jobs run at once by this process (threads)
+    processes: int = 1
+    burst: bool = False  # exit once nothing is ready
+    max_jobs: int | None = None  # recycle the process after this many jobs
+    max_memory_mb: float | None = None  # recycle once the resident memory passes this
+    poll_interval: float | None = None  # default SQLQUEUE["POLL_INTERVAL_SECONDS"]
+    shutdown_timeout: float = 30.0  # on SIGTERM, how long running jobs may finish
+    name: str | None = None  # prefix of the worker's identity; default: the host name
+    database: str | None = None  # alias of the jobs database; default: the router's
+    supervised: bool = False  # a child of the supervisor (recycles by exiting)
+    host: str = field(default_factory=socket.gethostname)
+
+    def __post_init__(self):
+        settings = get_settings()
+        if self.poll_interval is None:
+            self.poll_interval = settings.POLL_INTERVAL_SECONDS
+        problems = []
+        if self.queues is not None:
+            try:
+                self.queues = [queue_name(q) for q in self.queues]
+            except ValueError as exc:
+                problems.append(f"--queue: {exc}")
+        for option, value, minimum in [
+            ("--concurrency", self.concurrency, 1),
+            ("--processes", self.processes, 1),
+            ("--max-jobs", self.max_jobs, 1),
+        ]:
+            if value is not None and value < minimum:
+                problems.append(f"{option} must be at least {minimum}, not {value}")
+        for option, value in [
+            ("--poll-interval", self.poll_interval),
+            ("--max-memory", self.max_memory_mb),
+        ]:
+            if value is not None and value <= 0:
+                problems.append(f"{option} must be more than 0, not {value}")
+        if self.shutdown_timeout < 0:
+            problems.append(f"--shutdown-timeout must be 0 or more, not {self.shutdown_timeout}")
+        if problems:
+            raise InvalidWorkerOption("; ".join(problems) + ".")
+        self.lease_seconds = settings.LEASE_SECONDS
+        self.default_timeout = settings.TIMEOUT_SECONDS
+        self.notify = settings.NOTIFY
+        self.maintenance_interval = settings.MAINTENANCE_INTERVAL_SECONDS
+        self.keep_succeeded = settings.KEEP_SUCCEEDED_SECONDS
+        self.keep_failed = settings.KEEP_FAILED_SECONDS
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.lease_seconds / 3
+
+    def worker_id(self) -> str:
+        """Unique per process: name (or host), pid, and a random suffix because containers
+        reuse both host names and pids across restarts."""
+        return f"{self.name or self.host}:{os.getpid()}:{secrets.token_hex(3)}"

@@ -1,0 +1,253 @@
+"""One worker process: claim jobs into free slots, run them on a thread pool, stop gracefully.
+
+Threads: the main thread fetches (claims) and handles signals; ``concurrency`` job threads run
+jobs; one thread sends heartbeats, one runs maintenance, and on PostgreSQL one LISTENs.
+"""
+
+import datetime as dt
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from django.db import connections, router
+from django.utils import timezone
+
+from .. import __version__
+from ..models import Job, Worker
+from .config import WorkerConfig
+from .heartbeat import Heartbeat
+from .maintenance import Maintenance
+from .pool import Pool
+from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection
+from .wakeup import Wakeup
+
+logger = logging.getLogger(__name__)
+RECYCLE_EXIT_CODE = 75  # EX_TEMPFAIL: "restart me" to the supervisor
+
+
+class WorkerProcess:
+    def __init__(self, config: WorkerConfig, *, out=None):
+        self.config = config
+        self.out = out or sys.stdout
+        self.alias = config.database or router.db_for_write(Job)
+        self.worker_id = config.worker_id()
+        self.stopping = threading.Event()
+        self.recycle_reason = None
+        self.claimed_total = 0
+        self.wakeup = Wakeup(
+            alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
+            use_notify=config.notify,
+        )
+        self.pool = Pool(
+            config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
+            outcome_deadline=10 * config.lease_seconds, on_slot_free=self.wakeup.poke,
+        )
+        self.heartbeat = Heartbeat(
+            worker_id=self.worker_id, alias=self.alias, pool=self.pool,
+            lease_seconds=config.lease_seconds, on_timeout=self._job_timed_out,
+            on_missing_row=self._register,
+        )
+        self.maintenance = Maintenance(
+            alias=self.alias, lease_seconds=config.lease_seconds,
+            keep_succeeded=config.keep_succeeded, keep_failed=config.keep_failed,
+            host=config.host,
+        )
+
+    # ---- life cycle --------------------------------------------------------------------
+    def run(self) -> int:
+        """Work until stopped (signal, --burst drained, recycle). Returns the exit code."""
+        self._install_signal_handlers()
+        call_with_retry(self._register, alias=self.alias, what="registering the worker",
+                        stop=self.stopping.is_set)
+        self._print_banner()
+        self.wakeup.start()
+        self.pool.start()
+        self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat")
+        self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance")
+        try:
+            self._fetch_loop()
+        finally:
+            self._shut_down()
+        if self.recycle_reason:
+            self._say(f"recycling: {self.recycle_reason}")
+            return RECYCLE_EXIT_CODE
+        return 0
+
+    def _fetch_loop(self):
+        backoff = Backoff()
+        last_progress = time.monotonic()
+        while not self.stopping.is_set() and not self.recycle_reason:
+            try:
+                claimed = self._claim()
+                backoff.reset()
+            except TRANSIENT as exc:
+                drop_connection(self.alias)
+                delay = backoff.next_delay()
+                logger.warning("database unavailable while claiming (%s); retrying in %.1fs",
+                               str(exc).strip().splitlines()[0] if str(exc).strip() else exc,
+                               delay)
+                self.stopping.wait(delay)
+                continue
+            self._check_recycle()
+            if self.config.burst:
+                if time.monotonic() - last_progress >= 2:
+                    self._print_progress()
+                    last_progress = time.monotonic()
+                if not claimed and self.pool.is_idle() and not self._due_soon():
+                    self._print_progress()
+                    self._say("burst: nothing left to do, exiting")
+                    return
+            if claimed and self.pool.free_slots() > 0:
+                continue  # there may be more ready jobs
+            self.wakeup.wait()
+
+    def _claim(self) -> list:
+        free = self.pool.free_slots()
+        if self.config.max_jobs is not None:
+            free = min(free, self.config.max_jobs - self.claimed_total)
+        if free <= 0:
+            return []
+        jobs = Job.objects.using(self.alias).claim(
+            self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds
+        )
+        for job in jobs:
+            self.pool.submit(job)
+        self.claimed_total += len(jobs)
+        return jobs
+
+    def _due_soon(self) -> bool:
+        """Burst mode waits for retries and scheduled jobs due within one poll interval."""
+        horizon = timezone.now() + dt.timedelta(seconds=self.config.poll_interval)
+        return Job.objects.using(self.alias).ready(horizon).in_queues(self.config.queues).exists()
+
+    def _check_recycle(self):
+        if self.config.max_jobs is not None and self.claimed_total >= self.config.max_jobs:
+            if self.pool.is_idle():
+                self.recycle_reason = f"ran {self.claimed_total} jobs (--max-jobs)"
+        limit = self.config.max_memory_mb
+        if limit is not None and self.pool.is_idle():
+            rss = resident_memory_mb()
+            if rss > limit:
+                self.recycle_reason = f"resident memory {rss:.0f} MB > {limit:g} MB (--max-memory)"
+
+    def _job_timed_out(self, job):
+        if self.config.supervised:
+            # Only a new process can stop the stuck thread: finish the others, then exit.
+            self.recycle_reason = f"job {job.pk} timed out and its thread cannot be stopped"
+            self.wakeup.poke()
+
+    def _shut_down(self):
+        self.stopping.set()
+        self.wakeup.stop()
+        for job in self.pool.take_unstarted():
+            self._release(job)
+        deadline = time.monotonic() + self.config.shutdown_timeout
+        if not self.pool.is_idle():
+            self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
+                      f"{len(self.pool.held())} running job(s) to finish")
+        while not self.pool.is_idle() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for entry in self.pool.held():
+            if not entry.timed_out:
+                self._release(entry.job)
+        self.pool.stop()
+        try:
+            call_with_retry(
+                lambda: Worker.objects.using(self.alias).filter(name=self.worker_id).delete(),
+                alias=self.alias, what="unregistering the worker",
+                deadline=time.monotonic() + 5,
+            )
+        except TRANSIENT:
+            pass  # maintenance will reap the row
+        self._say(f"stopped after {self.pool.jobs_done} job(s)")
+
+    def _release(self, job):
+        try:
+            released = call_with_retry(job.release, alias=self.alias, what="releasing a job",
+                                       deadline=time.monotonic() + 5)
+        except TRANSIENT:
+            released = False
+        logger.warning("job released task=%s id=%s attempt=%s released=%s",
+                       job.task_name, job.pk, job.attempts, released)
+
+    # ---- helpers -----------------------------------------------------------------------
+    def _register(self):
+        now = timezone.now()
+        Worker.objects.using(self.alias).create(
+            name=self.worker_id, host=self.config.host, pid=os.getpid(),
+            queues=self.config.queues or [], concurrency=self.config.concurrency,
+            started_at=now, last_heartbeat_at=now,
+        )
+
+    def _every(self, seconds, step, name):
+        def loop():
+            while not self.stopping.wait(seconds):
+                try:
+                    call_with_retry(step, alias=self.alias, what=name, stop=self.stopping.is_set)
+                except TRANSIENT:
+                    pass
+                except Exception:
+                    logger.exception("%s failed; trying again in %gs", name, seconds)
+                finally:
+                    # This thread's own connection: closed when broken or past CONN_MAX_AGE.
+                    connections[self.alias].close_if_unusable_or_obsolete()
+
+        threading.Thread(target=loop, name=f"sqlqueue-{name}", daemon=True).start()
+
+    def _install_signal_handlers(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # e.g. run from a test thread; the caller stops us via .stopping
+
+        def handle(signum, frame):
+            if self.stopping.is_set():
+                self._say("second signal: exiting now; leases will rescue running jobs")
+                os._exit(1)
+            self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish")
+            self.stopping.set()
+            self.wakeup.poke()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def _print_banner(self):
+        connection = connections[self.alias]
+        queues = ", ".join(self.config.queues) if self.config.queues else "all"
+        self._say(
+            f"django-sqlqueue {__version__} worker {self.worker_id}\n"
+            f"  database: {connection.vendor} (alias {self.alias!r})\n"
+            f"  queues: {queues}\n"
+            f"  concurrency: {self.config.concurrency} thread(s)"
+            f"{' (supervised)' if self.config.supervised else ''}\n"
+            f"  wake-up: {self.wakeup.mode}\n"
+            f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
+            f"{self.config.heartbeat_interval:g}s"
+            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else "")
+        )
+
+    def _print_progress(self):
+        try:
+            jobs = Job.objects.using(self.alias).in_queues(self.config.queues)
+            ready = jobs.ready().count()
+            waiting = jobs.unfinished().count()
+        except TRANSIENT:
+            return
+        self._say(f"progress: done={self.pool.jobs_done} ready={ready} unfinished={waiting}")
+
+    def _say(self, text):
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.flush()
+
+
+def resident_memory_mb() -> float:
+    """Resident set size of this process, from /proc (Linux) or the peak from getrusage."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

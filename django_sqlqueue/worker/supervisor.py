@@ -1,0 +1,79 @@
+"""``runworker --processes P``: P worker processes, each restarted when it crashes or recycles.
+
+Children are fresh interpreters running the same command with ``--processes 1 --supervised``, so
+nothing (database connections above all) is shared across a fork. Signals are forwarded: the
+first SIGTERM/SIGINT asks every child to stop gracefully, a second one kills them.
+"""
+
+import signal
+import subprocess
+import sys
+import time
+
+from .process import RECYCLE_EXIT_CODE
+
+
+class Supervisor:
+    def __init__(self, *, processes: int, child_argv: list, burst: bool, shutdown_timeout: float,
+                 out=None):
+        self.processes = processes
+        self.child_argv = child_argv
+        self.burst = burst
+        self.shutdown_timeout = shutdown_timeout
+        self.out = out or sys.stdout
+        self.children: dict = {}  # slot -> Popen
+        self.restarts: dict = {}  # slot -> consecutive crash count
+        self.stopping = False
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self._say(f"supervisor: starting {self.processes} worker processes")
+        for slot in range(self.processes):
+            self._spawn(slot)
+        while self.children:
+            time.sleep(0.2)
+            for slot, child in list(self.children.items()):
+                code = child.poll()
+                if code is None:
+                    continue
+                del self.children[slot]
+                self._child_exited(slot, child, code)
+        self._say("supervisor: all worker processes have exited")
+        return 0
+
+    def _child_exited(self, slot, child, code):
+        if self.stopping or (code == 0 and self.burst):
+            return
+        if code == RECYCLE_EXIT_CODE:
+            self.restarts[slot] = 0
+            self._spawn(slot)
+            return
+        crashes = self.restarts.get(slot, 0) + 1
+        self.restarts[slot] = crashes
+        delay = min(0.5 * 2 ** (crashes - 1), 30.0)  # a crash loop must not spin
+        self._say(f"supervisor: worker pid {child.pid} exited with {code}; "
+                  f"restarting in {delay:g}s")
+        time.sleep(delay)
+        if not self.stopping:
+            self._spawn(slot)
+
+    def _spawn(self, slot):
+        child = subprocess.Popen(self.child_argv)
+        self.children[slot] = child
+        self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}")
+
+    def _on_signal(self, signum, frame):
+        if self.stopping:
+            self._say("supervisor: second signal, killing worker processes")
+            for child in self.children.values():
+                child.kill()
+            sys.exit(1)
+        self.stopping = True
+        self._say(f"supervisor: {signal.Signals(signum).name}, stopping worker processes")
+        for child in self.children.values():
+            child.send_signal(signal.SIGTERM)
+
+    def _say(self, text):
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.flush()

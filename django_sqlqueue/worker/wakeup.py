@@ -1,0 +1,92 @@
+"""When the fetcher looks for jobs again: at once on a NOTIFY for one of its queues, an
+in-process enqueue, or a freed slot; otherwise after the poll interval (+/-20% jitter, so that
+many workers do not poll in lockstep). Polling always stays on: a notification is only a hint.
+"""
+
+import logging
+import random
+import threading
+
+from django.db import connections
+
+from ..notify import CHANNEL, subscribe_in_process
+from .resilience import Backoff
+
+logger = logging.getLogger(__name__)
+
+# Keys of a Django PostgreSQL OPTIONS dict that are Django's, not libpq connection parameters.
+_DJANGO_ONLY_OPTIONS = {"isolation_level", "server_side_binding", "pool", "assume_role"}
+
+
+class Wakeup:
+    def __init__(self, *, alias: str, queues, poll_interval: float, use_notify: bool):
+        self.alias = alias
+        self.queues = set(queues) if queues else None
+        self.poll_interval = poll_interval
+        self.event = threading.Event()
+        self.use_notify = use_notify and connections[alias].vendor == "postgresql"
+        self._stopping = threading.Event()
+        self._listen_connection = None
+        subscribe_in_process(self.event)
+
+    @property
+    def mode(self) -> str:
+        polling = f"polling every {self.poll_interval:g}s"
+        return f"LISTEN/NOTIFY + {polling}" if self.use_notify else f"in-process + {polling}"
+
+    def start(self):
+        if self.use_notify:
+            threading.Thread(target=self._listen, name="sqlqueue-listen", daemon=True).start()
+
+    def stop(self):
+        self._stopping.set()
+        self.event.set()
+
+    def poke(self):
+        self.event.set()
+
+    def wait(self) -> bool:
+        """Sleep until woken or until the jittered poll interval passes. True if woken."""
+        woken = self.event.wait(self.poll_interval * random.uniform(0.8, 1.2))
+        self.event.clear()
+        return woken
+
+    # ---- PostgreSQL LISTEN -----------------------------------------------------------------
+    def _listen(self):
+        import psycopg
+
+        backoff = Backoff(maximum=30.0)
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(**self._connect_kwargs(), autocommit=True) as conn:
+                    conn.execute(f'LISTEN "{CHANNEL}"')
+                    backoff.reset()
+                    self.event.set()  # we may have missed notifications while away
+                    while not self._stopping.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            if self._wanted(note.payload):
+                                self.event.set()
+            except Exception as exc:
+                if self._stopping.is_set():
+                    return
+                delay = backoff.next_delay()
+                logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs",
+                               str(exc).strip() or type(exc).__name__, delay)
+                self._stopping.wait(delay)
+
+    def _wanted(self, payload: str) -> bool:
+        return self.queues is None or bool(self.queues.intersection(payload.split(",")))
+
+    def _connect_kwargs(self) -> dict:
+        settings = connections[self.alias].settings_dict
+        kwargs = {
+            "dbname": settings.get("NAME") or "postgres",
+            "user": settings.get("USER") or None,
+            "password": settings.get("PASSWORD") or None,
+            "host": settings.get("HOST") or None,
+            "port": settings.get("PORT") or None,
+        }
+        for key, value in (settings.get("OPTIONS") or {}).items():
+            if key not in _DJANGO_ONLY_OPTIONS:
+                kwargs[key] = value
+        return {k: v for k, v in kwargs.items() if v is not None}

@@ -1,0 +1,100 @@
+"""PostgreSQL: workers ride out server restarts and killed connections, and wake on NOTIFY."""
+
+import signal
+import time
+
+import pytest
+from django.db import connection, connections
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from tests.process.conftest import wait_for
+from tests.testapp.models import Execution
+from tests.testapp.tasks import add, sleep_for
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+# Jobs that touch the database while it is down fail and are retried: keep those retries quick.
+FAST = {
+    "LEASE_SECONDS": 5, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.3,
+    "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2, "MAX_RETRY_DELAY_SECONDS": 10,
+    "MAX_ATTEMPTS": 20,
+}
+
+
+def _all_succeeded(count):
+    return Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count
+
+
+def _enqueue_slow_jobs(count):
+    return Job.objects.bulk_enqueue(sleep_for.prepare(0.02, tag="done") for _ in range(count))
+
+
+def test_workers_survive_postgresql_restarts(start_worker, pg_cluster):
+    if pg_cluster is None:
+        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+    jobs = _enqueue_slow_jobs(400)
+    workers = [start_worker("-c", "2", settings=FAST) for _ in range(2)]
+    wait_for(lambda: Execution.objects.filter(tag="done").count() > 50, what="progress",
+             worker=workers[0])
+    for _ in range(2):
+        pg_cluster.restart(mode="fast")
+        connections.close_all()
+        time.sleep(1)
+    wait_for(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
+             worker=workers[0])
+    assert all(w.is_running() for w in workers), [w.output for w in workers]
+    done = set(Execution.objects.filter(tag="done").values_list("job_id", flat=True))
+    assert done == {job.pk for job in jobs}
+    assert "database unavailable" in workers[0].output + workers[1].output
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+
+
+def test_workers_survive_terminated_connections(start_worker):
+    jobs = _enqueue_slow_jobs(300)
+    workers = [start_worker("-c", "2", settings=FAST) for _ in range(2)]
+    wait_for(lambda: Execution.objects.filter(tag="done").count() > 20, what="progress",
+             worker=workers[0])
+    for _ in range(5):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        time.sleep(0.5)
+    wait_for(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
+             worker=workers[0])
+    assert all(w.is_running() for w in workers), [w.output for w in workers]
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+
+
+def _pickup_seconds(start_worker, *, settings):
+    worker = start_worker(settings=settings)
+    wait_for(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
+    time.sleep(1.5)  # let it go idle, waiting for its next poll
+    job = add.enqueue(1, 2)
+    wait_for(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
+             what="the job", worker=worker, interval=0.01)
+    job.refresh_from_db()
+    worker.signal(signal.SIGTERM)
+    worker.wait()
+    return (job.claimed_at - job.enqueued_at).total_seconds(), worker
+
+
+def test_notify_wakes_an_idle_worker_well_inside_the_poll_interval(start_worker):
+    poll = 10.0
+    seconds, worker = _pickup_seconds(start_worker, settings={"POLL_INTERVAL_SECONDS": poll})
+    assert "LISTEN/NOTIFY" in worker.output
+    assert seconds < poll / 4, f"picked up after {seconds:.2f}s"
+
+
+def test_without_notify_polling_picks_up_within_one_interval(start_worker):
+    poll = 1.0
+    seconds, worker = _pickup_seconds(
+        start_worker, settings={"POLL_INTERVAL_SECONDS": poll, "NOTIFY": False}
+    )
+    assert "LISTEN/NOTIFY" not in worker.output
+    assert seconds <= poll * 1.2 + 0.5, f"picked up after {seconds:.2f}s"

@@ -1,0 +1,159 @@
+"""runworker as a real process: draining, graceful shutdown, kills, recycling, timeouts."""
+
+import signal
+import time
+
+import pytest
+
+from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.statuses import JobStatus
+from tests.process.conftest import job_status, wait_for
+from tests.testapp.models import Execution
+from tests.testapp.tasks import add, always_fails, record, sleep_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FAST = {"LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2}
+
+
+def test_burst_drains_the_queue_and_exits_zero(start_worker):
+    jobs = Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(50))
+    failing = always_fails.using(retry_backoff=0.1, retry_min_delay=0.1).enqueue("nope")
+    worker = start_worker("--burst", "--concurrency", "4", settings=FAST)
+    assert worker.wait() == 0, worker.output
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs)
+    assert Job.objects.get(pk=failing.pk).status == JobStatus.EXHAUSTED  # retries were awaited
+    assert sorted(Execution.objects.values_list("job_id", flat=True)) == sorted(
+        job.pk for job in jobs
+    )
+    assert "burst: nothing left to do" in worker.output
+    assert not Worker.objects.exists()  # unregistered on a clean exit
+
+
+def test_the_registry_shows_a_live_worker_until_it_stops(start_worker):
+    worker = start_worker("--queue", "default", "--queue", "emails", "-c", "3", settings=FAST)
+    row = wait_for(lambda: Worker.objects.filter(pid=worker.pid).first(), what="worker row")
+    assert (row.queues, row.concurrency) == (["default", "emails"], 3)
+    first_beat = row.last_heartbeat_at
+    add.enqueue(1, 2)
+    wait_for(lambda: Worker.objects.get(pid=worker.pid).jobs_done == 1, what="jobs_done")
+    assert Worker.objects.get(pid=worker.pid).last_heartbeat_at > first_beat
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert not Worker.objects.filter(pid=worker.pid).exists()
+
+
+def test_sigterm_lets_the_running_job_finish_then_exits_zero(start_worker):
+    job = sleep_for.enqueue(1.5, tag="finished")
+    worker = start_worker(settings=FAST)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output
+    assert job_status(job.pk) == JobStatus.SUCCEEDED
+    assert Execution.objects.filter(job_id=job.pk, tag="finished").count() == 1
+
+
+def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
+    job = sleep_for.enqueue(30, tag="finished")
+    worker = start_worker("--shutdown-timeout", "0.5", settings=FAST)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=20) == 0, worker.output
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED
+    assert (job.attempts, job.max_attempts) == (1, 6)  # the attempt was given back
+    assert job.errors == []
+
+
+def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker):
+    job = sleep_for.enqueue(1, tag="finished")
+    doomed = start_worker(settings=FAST)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=doomed)
+    doomed.signal(signal.SIGKILL)
+    doomed.wait()
+    rescuer = start_worker(settings=FAST)
+    wait_for(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the re-run",
+             worker=rescuer, timeout=30)
+    job.refresh_from_db()
+    assert job.attempts == 2
+    (lost,) = job.errors
+    assert lost["attempt"] == 1 and lost["type"].endswith("WorkerLost")
+    assert "was lost while running attempt 1" in lost["message"]
+    assert Execution.objects.filter(job_id=job.pk, tag="finished").count() == 1
+    assert not Worker.objects.filter(pid=doomed.pid).exists()  # the dead worker was reaped
+
+
+def test_a_frozen_worker_loses_its_lease_and_cannot_overwrite_the_rescue(start_worker):
+    job = sleep_for.enqueue(2, tag="finished")
+    frozen = start_worker(settings=FAST)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=frozen)
+    frozen.signal(signal.SIGSTOP)  # alive (its pid exists) but silent: only the lease tells
+    try:
+        rescuer = start_worker(settings=FAST)
+        wait_for(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the rescue",
+                 worker=rescuer, timeout=40)
+    finally:
+        frozen.signal(signal.SIGCONT)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="finished").count() == 2,
+             what="the frozen run to end", worker=frozen)
+    time.sleep(0.5)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED and job.attempts == 2
+    assert [e["type"].rsplit(".", 1)[-1] for e in job.errors] == ["WorkerLost"]
+    assert "outcome=lost" in frozen.output  # its late complete() was fenced out
+
+
+def test_max_jobs_recycles_the_process_without_losing_jobs(start_worker):
+    jobs = Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(12))
+    worker = start_worker("--burst", "--max-jobs", "5", "-c", "2", settings=FAST)
+    assert worker.wait() == 0, worker.output
+    assert worker.output.count("recycling: ran 5 jobs") == 2
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
+    assert Execution.objects.count() == len(jobs)
+
+
+def test_a_timed_out_job_is_failed_and_retried(start_worker):
+    job = sleep_for.using(timeout=0.5, max_attempts=2, retry_backoff=0.1,
+                          retry_min_delay=0.1).enqueue(3)
+    worker = start_worker("--burst", "-c", "2", settings={**FAST, "LEASE_SECONDS": 1.5})
+    assert worker.wait(timeout=60) == 0, worker.output
+    job.refresh_from_db()
+    assert job.status == JobStatus.EXHAUSTED and job.attempts == 2
+    assert [e["type"].rsplit(".", 1)[-1] for e in job.errors] == ["JobTimeout", "JobTimeout"]
+    assert "ran longer than its timeout of 0.5s" in job.errors[0]["message"]
+
+
+def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_worker):
+    worker = start_worker("-p", "2", settings=FAST)
+    rows = wait_for(lambda: list(Worker.objects.all()) if Worker.objects.count() == 2 else None,
+                    what="two children", worker=worker)
+    victim = rows[0].pid
+    import os
+
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: Worker.objects.count() == 2
+             and not Worker.objects.filter(pid=victim).exists(),
+             what="a replacement child", worker=worker, timeout=30)
+    jobs = Job.objects.bulk_enqueue(record.prepare() for _ in range(20))
+    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+             what="jobs done", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--concurrency", "0"], "--concurrency must be at least 1"),
+        (["--queue", "bad queue"], "invalid queue name 'bad queue'"),
+        (["--poll-interval", "-1"], "--poll-interval must be more than 0"),
+        (["--max-jobs", "0"], "--max-jobs must be at least 1"),
+    ],
+)
+def test_bad_options_get_a_clear_error(start_worker, args, message):
+    worker = start_worker(*args)
+    assert worker.wait() != 0
+    assert message in worker.output
