@@ -215,17 +215,23 @@ class JobQuerySet(models.QuerySet):
             rules.append(([JobStatus.SUCCEEDED], keep_succeeded))
         if keep_failed is not None:
             rules.append(([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed))
+        return sum(
+            self.filter(status__in=statuses, finished_at__lt=now - dt.timedelta(seconds=keep))
+            .delete_in_batches(batch_size)
+            for statuses, keep in rules
+        )
+
+    def delete_in_batches(self, batch_size=1000, *, progress=None) -> int:
+        """Delete this queryset's jobs ``batch_size`` at a time, so no statement holds locks on
+        many rows for long; ``progress(deleted_so_far)`` is called after each batch."""
         deleted = 0
-        for statuses, keep in rules:
-            old = self.filter(
-                status__in=statuses, finished_at__lt=now - dt.timedelta(seconds=keep)
-            )
-            while True:  # in batches, so one prune never holds long locks
-                ids = list(old.values_list("pk", flat=True)[:batch_size])
-                if not ids:
-                    break
-                deleted += self.model.objects.using(self.db).filter(pk__in=ids).delete()[0]
-        return deleted
+        while True:
+            ids = list(self.values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                return deleted
+            deleted += self.model.objects.using(self.db).filter(pk__in=ids).delete()[0]
+            if progress is not None:
+                progress(deleted)
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:
