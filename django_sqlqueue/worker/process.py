@@ -34,8 +34,10 @@ class WorkerProcess:
         self.out = out or sys.stdout
         self.alias = config.database or router.db_for_write(Job)
         self.worker_id = config.worker_id()
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # stop claiming
+        self.finished = threading.Event()  # every held job is done or released: stop beating
         self.recycle_reason = None
+        self.parent_pid = os.getppid()
         self.claimed_total = 0
         self.wakeup = Wakeup(
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
@@ -65,8 +67,11 @@ class WorkerProcess:
         self._print_banner()
         self.wakeup.start()
         self.pool.start()
-        self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat")
-        self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance")
+        # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
+        self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
+                    until=self.finished)
+        self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance",
+                    until=self.stopping)
         try:
             self._fetch_loop()
         finally:
@@ -92,6 +97,9 @@ class WorkerProcess:
                 self.stopping.wait(delay)
                 continue
             self._check_recycle()
+            if self.config.supervised and os.getppid() != self.parent_pid:
+                self._say("the supervisor is gone: stopping")
+                return
             if self.config.burst:
                 if time.monotonic() - last_progress >= 2:
                     self._print_progress()
@@ -128,7 +136,8 @@ class WorkerProcess:
             if self.pool.is_idle():
                 self.recycle_reason = f"ran {self.claimed_total} jobs (--max-jobs)"
         limit = self.config.max_memory_mb
-        if limit is not None and self.pool.is_idle():
+        # Only after some work: a process that starts above the limit must not exec in a loop.
+        if limit is not None and self.pool.jobs_done and self.pool.is_idle():
             rss = resident_memory_mb()
             if rss > limit:
                 self.recycle_reason = f"resident memory {rss:.0f} MB > {limit:g} MB (--max-memory)"
@@ -145,14 +154,18 @@ class WorkerProcess:
         for job in self.pool.take_unstarted():
             self._release(job)
         deadline = time.monotonic() + self.config.shutdown_timeout
-        if not self.pool.is_idle():
+
+        def still_running():  # timed-out jobs are already failed: nothing to wait for
+            return [entry for entry in self.pool.held() if not entry.timed_out]
+
+        if still_running():
             self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
-                      f"{len(self.pool.held())} running job(s) to finish")
-        while not self.pool.is_idle() and time.monotonic() < deadline:
+                      f"{len(still_running())} running job(s) to finish")
+        while still_running() and time.monotonic() < deadline:
             time.sleep(0.05)
-        for entry in self.pool.held():
-            if not entry.timed_out:
-                self._release(entry.job)
+        for entry in still_running():
+            self._release(entry.job)
+        self.finished.set()
         self.pool.stop()
         try:
             call_with_retry(
@@ -182,11 +195,11 @@ class WorkerProcess:
             started_at=now, last_heartbeat_at=now,
         )
 
-    def _every(self, seconds, step, name):
+    def _every(self, seconds, step, name, *, until):
         def loop():
-            while not self.stopping.wait(seconds):
+            while not until.wait(seconds):
                 try:
-                    call_with_retry(step, alias=self.alias, what=name, stop=self.stopping.is_set)
+                    call_with_retry(step, alias=self.alias, what=name, stop=until.is_set)
                 except TRANSIENT:
                     pass
                 except Exception:

@@ -6,7 +6,7 @@ Everything that differs between machines comes from the environment (django-envi
 * ``DATABASE_URL``: default ``sqlite:///<this project's directory>/demo.sqlite3``; e.g.
   ``postgres://user:password@localhost:5432/shop`` to run against PostgreSQL.
 * ``DEBUG``: default on, because this is an example to run locally, never a deployment.
-* ``SECRET_KEY``, ``ALLOWED_HOSTS``, ``LOG_LEVEL``.
+* ``SECRET_KEY``, ``ALLOWED_HOSTS``.
 """
 
 from pathlib import Path
@@ -89,8 +89,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 
-# Receipts are printed on the console instead of being sent.
-EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+# Receipts are printed on the console instead of being sent, each in one piece even when jobs on
+# several worker threads send mail at once.
+EMAIL_BACKEND = "shop.mail.EmailBackend"
 DEFAULT_FROM_EMAIL = "shop@example.com"
 
 SQLQUEUE = {
@@ -100,13 +101,6 @@ SQLQUEUE = {
     "MIN_RETRY_DELAY_SECONDS": 0.5,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        # One line per finished job at INFO; failures and lost leases at WARNING.
-        "django_sqlqueue": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
-    },
-}
+# No LOGGING for "django_sqlqueue": `manage.py runworker` then prints one line per job outcome on
+# its output (-v 2 adds debug lines, -v 0 silences them), which `manage.py demo` shows. A project
+# that configures the "django_sqlqueue" logger itself gets these lines through its own handlers.

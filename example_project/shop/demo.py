@@ -2,20 +2,24 @@
 
 1. Orders are placed in transactions that enqueue their receipt in the same transaction; one
    transaction rolls back and leaves neither an order nor a job behind.
-2. More jobs: scheduled, high priority, unique (enqueued twice), flaky, always failing, async,
-   rescheduling itself.
-3. The jobs run in this process with a minimal loop (see ``process``).
+2. More jobs: scheduled, slow, unique (enqueued twice), flaky, always failing, async, rescheduling
+   itself, high priority.
+3. ``manage.py runworker --burst`` runs them in a subprocess, 4 at a time, and exits once the
+   queue is drained; its output is shown as it goes.
 4. A table of ``Job.objects.stats()`` and one sentence per job saying what happened to it.
 """
 
-import json
-import time
+import os
+import subprocess
+import sys
+import threading
 from decimal import Decimal
+from pathlib import Path
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
 from django.utils import timezone
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 
@@ -25,6 +29,7 @@ from .tasks import (
     charge_card,
     export_to_accounting,
     notify_warehouse,
+    render_invoice,
     send_receipt,
     sync_inventory,
 )
@@ -35,7 +40,12 @@ CUSTOMERS = [
     ("carol@example.com", Decimal("99.90")),
 ]
 SCHEDULE_DELAY_SECONDS = 3
-POLL_SECONDS = 0.2
+# `runworker --burst` exits once no job is ready or due within a poll interval (0.5 s here), and
+# the retries and the scheduled job leave gaps longer than that. The slow job holds a thread
+# until they are all due, so one burst runs the whole scenario.
+SLOW_JOB_SECONDS = SCHEDULE_DELAY_SECONDS + 1
+MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
+WORKER_OPTIONS = ["--burst", "--concurrency", "4", "--poll-interval", "0.5"]
 
 
 class PaymentDeclined(Exception):
@@ -58,9 +68,8 @@ class Demo:
     def __init__(self, stdout, style):
         self.stdout = stdout
         self.style = style
-        self.started = time.monotonic()
         self.notes: dict = {}  # job pk -> what the job stands for in the scenario
-        self.claim_order: list = []  # job pks in the order they were claimed
+        self.timed_out = False  # the worker was stopped after the timeout
 
     # ---- output ----------------------------------------------------------------------------
     def header(self, text):
@@ -122,12 +131,10 @@ class Demo:
             f"{SCHEDULE_DELAY_SECONDS} s from now"
         )
 
-        job = send_receipt.using(priority=50).enqueue(first.pk)
-        self.remember(job, "priority 50")
-        self.line(
-            f"priority 50  send_receipt #{job.pk}: support resends order #{first.pk}'s receipt; "
-            "it runs first"
-        )
+        job = render_invoice.enqueue(third.pk, seconds=SLOW_JOB_SECONDS)
+        self.remember(job, "slow")
+        self.line(f"slow         render_invoice #{job.pk} takes {SLOW_JOB_SECONDS} s on one of the "
+                  "worker's 4 threads")
 
         key = f"charge-order-{second.pk}"
         job = charge_card.using(unique_key=key).enqueue(second.pk)
@@ -152,65 +159,62 @@ class Demo:
         self.remember(job, "rate limited once")
         self.line(f"reschedule   export_to_accounting #{job.pk} asks to run again in 1 s, once")
 
+        job = send_receipt.using(priority=50).enqueue(first.pk)
+        self.remember(job, "priority 50")
+        self.line(
+            f"priority 50  send_receipt #{job.pk}: support resends order #{first.pk}'s receipt; "
+            "enqueued last, it is among the first jobs claimed"
+        )
+
     # ---- 3. processing ---------------------------------------------------------------------
-    def process(self, worker_id: str, timeout: float) -> bool:
-        """Claim and run jobs until none is unfinished; False if that takes over ``timeout`` s.
+    def run_worker(self, timeout: float, verbosity: int = 1) -> int:
+        """Run ``manage.py runworker --burst`` in a subprocess, relaying its output; its exit code.
 
-        A minimal worker loop, for the demo only: the runworker command (coming in a later
-        release) adds concurrency, signal handling, lease rescue and polling back-off.
+        The worker gets this process's interpreter, manage.py and environment (DATABASE_URL
+        included). ``--burst`` makes it exit 0 once no job is ready or due within a poll interval.
+        After ``timeout`` seconds it is stopped and ``self.timed_out`` is set.
         """
-        self.header(f"3. Running the jobs in this process (worker {worker_id})")
-        self.line("(the console e-mail backend prints each receipt as it is sent)")
-        deadline = time.monotonic() + timeout
-        waiting = False
-        while True:
-            Job.objects.expire()
-            jobs = Job.objects.claim(None, worker_id, limit=10)
-            for job in jobs:
-                self.claim_order.append(job.pk)
-                self.report(run_job(job))
-            if jobs:
-                waiting = False
-                continue
-            pending = Job.objects.unfinished().count()
-            if not pending:
-                return True
-            if time.monotonic() > deadline:
-                self.line(f"timed out after {timeout:g} s with {pending} unfinished job(s):",
-                          self.style.ERROR)
-                for job in Job.objects.unfinished().order_by("pk"):
-                    self.line(f"  {job} run_at={job.run_at:%H:%M:%S} claimed_by={job.claimed_by}")
-                return False
-            if not waiting:
-                self.line(f"{self.elapsed()}  nothing due now; waiting for {pending} job(s)")
-                waiting = True
-            time.sleep(POLL_SECONDS)
+        command = [sys.executable, str(MANAGE_PY), "runworker", *WORKER_OPTIONS,
+                   "--verbosity", str(verbosity)]
+        self.header("3. Running the jobs: manage.py runworker " + " ".join(WORKER_OPTIONS))
+        self.line("(a subprocess; its output follows, with the console e-mail backend's receipts)")
+        connections.close_all()  # nothing of ours stays open while the worker writes
+        self.stdout.flush()
+        worker = subprocess.Popen(
+            command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace",
+        )
+        timer = threading.Timer(timeout, self.stop_worker, [worker, timeout])
+        timer.start()
+        try:
+            try:
+                self.relay(worker)
+            except KeyboardInterrupt:
+                # Ctrl-C reached the worker too (same process group): it stops gracefully and
+                # puts its unstarted jobs back. Show that; a second Ctrl-C stops both at once.
+                self.relay(worker)
+                raise
+            return worker.wait()
+        finally:
+            timer.cancel()
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
 
-    def elapsed(self) -> str:
-        return f"{f'+{time.monotonic() - self.started:.2f}s':>7}"
+    def relay(self, worker):
+        for text in worker.stdout:
+            self.stdout.write(f"  | {text.rstrip()}")
 
-    def report(self, run):
-        job, outcome = run.job, run.outcome
-        text = f"{self.elapsed()}  {short_name(job):<20} #{job.pk:<3} attempt {job.attempts}  "
-        if outcome == "succeeded":
-            result = json.dumps(job.result)
-            style = self.style.SUCCESS
-            text += f"succeeded -> {result if len(result) < 60 else result[:57] + '...'}"
-        elif outcome == "failed":
-            delay = (job.run_at - timezone.now()).total_seconds()
-            style = self.style.WARNING
-            text += f"failed ({error_text(job.errors[-1])}); retry in {max(delay, 0):.1f} s"
-        elif outcome == "exhausted":
-            style = self.style.ERROR
-            text += f"exhausted ({error_text(job.errors[-1])})"
-        elif outcome == "rescheduled":
-            delay = (job.run_at - timezone.now()).total_seconds()
-            style = None
-            text += f"rescheduled, runs again in {max(delay, 0):.1f} s (not a failure)"
-        else:
-            style = self.style.ERROR
-            text += outcome
-        self.line(text, style)
+    def stop_worker(self, worker, timeout):
+        """After ``timeout`` s: SIGTERM (a graceful stop), then SIGKILL if that takes over 10 s."""
+        self.timed_out = True
+        self.line(f"the worker is still running after {timeout:g} s: stopping it (SIGTERM)",
+                  self.style.ERROR)
+        worker.terminate()
+        try:
+            worker.wait(10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
 
     # ---- 4. summary ------------------------------------------------------------------------
     def summarize(self) -> list:
@@ -233,15 +237,23 @@ class Demo:
             expected = "exhausted" if note == "permanent error" else "succeeded"
             if job.status != expected:
                 problems.append(f"{job} should have {expected}")
-            self.line(f"{short_name(job)} #{pk} ({note}) {self.story(job)}")
-        if self.claim_order:
-            first = jobs.get(self.claim_order[0])
-            if first is not None:
-                self.line(f"the first job claimed was {short_name(first)} #{first.pk} "
-                          f"(priority {first.priority}): higher priority runs first")
+            self.line(f"{short_name(job)} #{pk} ({note}) {self.story(job, jobs.values())}")
+        self.explain_priority(jobs.values())
         return problems
 
-    def story(self, job) -> str:
+    def explain_priority(self, jobs):
+        """One claim takes as many jobs as the worker has free threads, highest priority first."""
+        first_claim = min((job.claimed_at for job in jobs if job.claimed_at), default=None)
+        last = max(jobs, key=lambda job: job.pk)
+        if last.priority > 0 and last.attempts == 1 and last.claimed_at == first_claim:
+            self.line(f"{short_name(last)} #{last.pk} (priority {last.priority}) was enqueued "
+                      "last but claimed in the worker's first batch: higher priority runs first")
+
+    def unfinished(self) -> list:
+        """The demo's jobs that the worker left unfinished."""
+        return list(Job.objects.filter(pk__in=list(self.notes)).unfinished().order_by("pk"))
+
+    def story(self, job, others) -> str:
         errors = job.errors or []
         if job.status == "exhausted":
             last = error_text(errors[-1]) if errors else "no error recorded"
@@ -255,7 +267,13 @@ class Demo:
         if job.attempts > 1:
             return (f"was rescheduled {times_text(job.attempts - 1)} (not counted as a failure) "
                     f"and succeeded on attempt {job.attempts}")
-        waited = (job.claimed_at - job.enqueued_at).total_seconds()
-        if waited >= 1:
+        if (job.run_at - job.enqueued_at).total_seconds() >= 1:
+            waited = (job.claimed_at - job.enqueued_at).total_seconds()
             return f"waited for its run_at and started {waited:.1f} s after it was enqueued"
+        ran = (job.finished_at - job.claimed_at).total_seconds()
+        if ran >= 1:
+            meanwhile = sum(1 for other in others if other.finished_at and other.pk != job.pk
+                            and job.claimed_at < other.finished_at < job.finished_at)
+            return (f"ran for {ran:.1f} s on one thread; {meanwhile} other jobs finished "
+                    "meanwhile on the others")
         return "succeeded on attempt 1"

@@ -7,6 +7,7 @@ fetches what it needs from the database when it runs.
 
 import asyncio
 import datetime as dt
+import time
 from decimal import Decimal
 
 from django.core.mail import send_mail
@@ -45,6 +46,17 @@ def build_daily_report(day_iso):
     )
     # A job's result is stored as JSON: a Decimal would be refused, so send the amount as text.
     return {"report_id": report.pk, "orders": totals["orders"], "revenue": str(revenue)}
+
+
+@job
+def render_invoice(order_id, seconds=4.0):
+    """Render an order's invoice as a PDF: slow (``seconds`` stands for the rendering).
+
+    It holds one of the worker's threads meanwhile; the other threads go on with the queue.
+    """
+    order = Order.objects.get(pk=order_id)
+    time.sleep(seconds)
+    return {"order_id": order.pk, "invoice": f"invoice-{order.pk}.pdf"}
 
 
 @job

@@ -23,6 +23,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "runworker", *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # its own process group: stop() also reaches its children
         )
         self.pid = self.proc.pid
 
@@ -45,9 +46,11 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def stop(self):
-        if self.is_running():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
         self.log.close()
 
 

@@ -157,3 +157,35 @@ def test_bad_options_get_a_clear_error(start_worker, args, message):
     worker = start_worker(*args)
     assert worker.wait() != 0
     assert message in worker.output
+
+
+def test_max_memory_recycles_the_process_without_losing_jobs(start_worker):
+    jobs = Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(3))
+    worker = start_worker("--burst", "--max-memory", "1", settings=FAST)  # 1 MB: always over
+    assert worker.wait() == 0, worker.output
+    assert "(--max-memory)" in worker.output
+    assert Execution.objects.count() == len(jobs)
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
+
+
+def test_a_second_signal_exits_at_once_and_the_lease_rescues_the_job(start_worker):
+    job = sleep_for.enqueue(30, tag="finished")
+    worker = start_worker("--shutdown-timeout", "60", settings=FAST)
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=worker)
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: "stopping" in worker.output, what="the first signal", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=10) == 1
+    assert job_status(job.pk) == JobStatus.RUNNING  # not released: the lease will bring it back
+
+
+def test_with_processes_a_timed_out_job_gets_its_child_replaced(start_worker):
+    job = sleep_for.using(timeout=0.5, max_attempts=1).enqueue(60)
+    worker = start_worker("-p", "2", settings={**FAST, "LEASE_SECONDS": 1.5})
+    wait_for(lambda: job_status(job.pk) == JobStatus.EXHAUSTED, what="the timeout",
+             worker=worker)
+    wait_for(lambda: "recycling: job" in worker.output and worker.output.count("started, pid") >= 3,
+             what="a replacement child", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0, worker.output
