@@ -5,14 +5,21 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models import Count, Min, Q
+from django.db.models import Count, F, Min, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from . import notify, sql
 from .building import job_fields
 from .conf import get_settings
 from .registry import ENQUEUE_OPTIONS, check_option_names, resolve
-from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
+from .statuses import (
+    FINISHED_STATUSES,
+    READY_STATUSES,
+    RETRYABLE_STATUSES,
+    UNFINISHED_STATUSES,
+    JobStatus,
+)
 
 #: Claim order: higher priority first, then the job due earliest, then the oldest.
 CLAIM_ORDER = ("-priority", "run_at", "id")
@@ -179,6 +186,32 @@ class JobQuerySet(models.QuerySet):
         return self.filter(status__in=READY_STATUSES).update(
             status=JobStatus.CANCELLED, finished_at=now or timezone.now()
         )
+
+    def retry_now(self, now=None) -> int:
+        """Queue failed, exhausted, cancelled and expired jobs again, due now; returns how many.
+
+        Attempts never go down: a job with none left gets one more (max_attempts = attempts + 1).
+        Its error history is kept, and its expiry is cleared so it cannot expire straight away.
+        A job whose unique key another unfinished job holds now is skipped.
+        """
+        now = now or timezone.now()
+        taken_keys = self.model.objects.using(self.db).unfinished().filter(
+            unique_key__isnull=False
+        ).values("unique_key")
+        return (
+            self.filter(status__in=RETRYABLE_STATUSES)
+            .exclude(unique_key__in=taken_keys)
+            .update(
+                status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
+                lease_expires_at=None,
+                max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
+            )
+        )
+
+    def run_now(self, now=None) -> int:
+        """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""
+        now = now or timezone.now()
+        return self.filter(status__in=READY_STATUSES, run_at__gt=now).update(run_at=now)
 
     def expire(self, now=None) -> int:
         """Mark ready jobs past their expires_at as expired, so they never run."""

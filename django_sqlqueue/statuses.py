@@ -18,3 +18,6 @@ UNFINISHED_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 FINISHED_STATUSES = (
     JobStatus.SUCCEEDED, JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
 )
+RETRYABLE_STATUSES = (  # what "retry now" may queue again
+    JobStatus.FAILED, JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
+)

@@ -387,3 +387,36 @@ def test_claim_from_no_queues_claims_nothing():
     job = Job.objects.enqueue(add, (1, 2), run_at=T0)
     assert Job.objects.claim([], "w1", now=T0) == []
     assert row(job)["status"] == JobStatus.QUEUED
+
+
+# ---- operator actions: retry now, run now -------------------------------------------------------
+def test_retry_now_queues_finished_failures_with_one_more_attempt():
+    exhausted = JobFactory(status="exhausted", attempts=3, max_attempts=3, finished_at=T0,
+                           errors=[{"message": "x"}])
+    expired = JobFactory(status="expired", expires_at=T0, finished_at=T0)
+    waiting = JobFactory(status="failed", attempts=1, max_attempts=3,
+                         run_at=T0 + dt.timedelta(hours=1))
+    succeeded = JobFactory(status="succeeded", finished_at=T0)
+    assert Job.objects.all().retry_now(now=T0) == 3
+    exhausted.refresh_from_db()
+    assert (exhausted.status, exhausted.attempts, exhausted.max_attempts) == ("queued", 3, 4)
+    assert exhausted.run_at == T0 and exhausted.finished_at is None and exhausted.errors
+    expired.refresh_from_db()
+    assert expired.status == "queued" and expired.expires_at is None
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.run_at, waiting.max_attempts) == ("queued", T0, 3)
+    assert Job.objects.get(pk=succeeded.pk).status == "succeeded"
+
+
+def test_retry_now_skips_a_job_whose_unique_key_is_taken_again():
+    old = Job.objects.enqueue(add, (1, 1), unique_key="k")
+    Job.objects.filter(pk=old.pk).update(status="exhausted")
+    Job.objects.enqueue(add, (1, 1), unique_key="k")  # a new holder of the key
+    assert Job.objects.filter(pk=old.pk).retry_now(now=T0) == 0
+    assert Job.objects.get(pk=old.pk).status == "exhausted"
+
+
+def test_run_now_makes_scheduled_jobs_due():
+    later = Job.objects.enqueue(add, (1, 1), run_at=T0 + dt.timedelta(days=1))
+    assert Job.objects.all().run_now(now=T0) == 1
+    assert [j.pk for j in Job.objects.claim(None, "w", now=T0)] == [later.pk]
