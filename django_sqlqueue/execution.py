@@ -5,11 +5,11 @@ steps, so that a worker can retry the write through a database outage without ru
 again.
 """
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
 
+from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from . import validation
@@ -18,6 +18,9 @@ from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .registry import get_task
 
 logger = logging.getLogger(__name__)
+#: Task names of jobs enqueued through Django's Tasks framework (django_sqlqueue.backend) start
+#: with this; the rest of the name is the module path of a django.tasks Task.
+DJANGO_TASK_PREFIX = "django.tasks:"
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Outcome:
     result: object = None
     error: BaseException | None = None
     run_at: object = None
-    delay: object = None
+    delay: object = None  # of a reschedule, or of the retry after a failure (None: the policy)
     duration_seconds: float = 0.0
 
 
@@ -56,6 +59,10 @@ def call_task(job) -> Outcome:
 
 
 def _call(job) -> Outcome:
+    if job.task_name.startswith(DJANGO_TASK_PREFIX):
+        from .backend import call_django_task  # only with Django 6's django.tasks
+
+        return call_django_task(job)
     try:
         task = get_task(job.task_name)
         args, kwargs = _arguments(job)
@@ -66,7 +73,9 @@ def _call(job) -> Outcome:
     token = _current_job.set(job)
     try:
         if task.is_async:
-            result = asyncio.run(task.func(*args, **kwargs))
+            # async_to_sync, not asyncio.run: the async ORM's sync_to_async calls then run on
+            # this thread, whose connection the worker checks and replaces when it breaks.
+            result = async_to_sync(task.func)(*args, **kwargs)
         else:
             result = task.func(*args, **kwargs)
     except Reschedule as signal:
@@ -96,7 +105,7 @@ def apply_outcome(job, outcome: Outcome) -> bool:
         return job.complete(outcome.result)
     if outcome.kind == "rescheduled":
         return job.reschedule(run_at=outcome.run_at, delay=outcome.delay)
-    return job.fail(outcome.error, retry=outcome.kind == "failed")
+    return job.fail(outcome.error, retry=outcome.kind == "failed", delay=outcome.delay)
 
 
 def run_job(job) -> RunResult:

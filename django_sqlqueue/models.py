@@ -61,6 +61,12 @@ class Job(models.Model):
     objects = JobQuerySet.as_manager()
 
     class Meta:
+        # Operator actions of the admin, each granted on its own; deleting uses "delete_job".
+        permissions = [
+            ("retry_job", "Can retry failed, exhausted, cancelled or expired jobs now"),
+            ("run_job_now", "Can run scheduled or waiting jobs now"),
+            ("cancel_job", "Can cancel jobs that have not started"),
+        ]
         indexes = [
             # The claim query: ready rows of a queue in claim order. Partial, so it holds only
             # ready rows and claiming costs the same with ten or ten million finished jobs.
@@ -119,10 +125,10 @@ class Job(models.Model):
 
         return outcomes.complete(self, result, now=now)
 
-    def fail(self, error, *, retry=True, now=None) -> bool:
+    def fail(self, error, *, retry=True, delay=None, now=None) -> bool:
         from . import outcomes
 
-        return outcomes.fail(self, error, retry=retry, now=now)
+        return outcomes.fail(self, error, retry=retry, delay=delay, now=now)
 
     def reschedule(self, *, run_at=None, delay=None, now=None) -> bool:
         from . import outcomes

@@ -68,11 +68,12 @@ def error_entry(job, error, *, now, traceback_text=None) -> dict:
     }
 
 
-def fail(job, error, *, retry=True, now=None, traceback_text=None) -> bool:
-    """running -> failed (runs again after the retry delay), or -> exhausted when no attempts
-    are left or ``retry`` is False. The error is appended to ``job.errors``."""
+def fail(job, error, *, retry=True, delay=None, now=None, traceback_text=None) -> bool:
+    """running -> failed (runs again after ``delay`` seconds, by default the job's backoff
+    policy), or -> exhausted when no attempts are left or ``retry`` is False. The error is
+    appended to ``job.errors``."""
     now = now or timezone.now()
-    delay = retry_delay_seconds(
+    delay = delay if delay is not None else retry_delay_seconds(
         job.attempts,
         backoff=job.retry_backoff_seconds,
         min_delay=job.retry_min_delay_seconds,

@@ -1,43 +1,83 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint, migrations check, then the tests against SQLite and
-# against PostgreSQL (a throwaway cluster the suite starts itself, unless DATABASE_URL is set).
-# Works on a fresh machine: it creates .venv, installs the test dependencies, and (as root on
-# Debian/Ubuntu) installs the PostgreSQL server if it is missing.
+# The whole test suite, as CI runs it: lint and a migrations check, then every test against SQLite
+# and against PostgreSQL (a throwaway cluster the suite starts itself, unless DATABASE_URL is set),
+# in two passes:
+#   - Django 6.x on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
+#     the chaos suite and the browser test;
+#   - Django 5.2 LTS on python3 (.venv): everything but the chaos suite and the browser test.
+# Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
+# on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, Chromium).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -x -k notify`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+
+apt_install() {  # apt_install WHAT PACKAGE...
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> $1 not found: installing ${*:2} with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
+  else
+    echo "$1 not found. Install it (sudo apt-get install ${*:2})." >&2
+    return 1
+  fi
+}
 
 have_postgres() {
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> PostgreSQL server not found: installing it with apt-get"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  else
-    echo "PostgreSQL server binaries (initdb, pg_ctl) not found. Install them" \
-         "(sudo apt-get install postgresql) or set DATABASE_URL to a server." >&2
-    exit 1
-  fi
+  apt_install "PostgreSQL server (initdb, pg_ctl)" postgresql || {
+    echo "Or set DATABASE_URL to a PostgreSQL server you run." >&2; exit 1; }
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  echo "==> Creating .venv with $($PYTHON --version)"
-  "$PYTHON" -m venv .venv
-fi
-echo "==> Installing django-sqlqueue with its test dependencies"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
+  local want=$1 candidate
+  for candidate in python3.13 python3.12 python3 \
+      "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python /usr/bin/python3.1[2-9]; do
+    if "$candidate" -c "import sys; sys.exit(sys.version_info < tuple(map(int, '$want'.split('.'))))" \
+        >/dev/null 2>&1; then
+      command -v "$candidate" 2>/dev/null || echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
+  if [ ! -x "$1/bin/python" ]; then
+    echo "==> Creating $1 with $("$2" --version)"
+    "$2" -m venv "$1"
+  fi
+  echo "==> Installing django-sqlqueue, its test dependencies and $3 into $1"
+  "$1/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]' "$3"
+}
+
+status=0
+run_pass() {  # run_pass VENV LABEL PYTEST_ARGS...
+  local venv=$1 label=$2
+  shift 2
+  echo "==> $label: tests on SQLite"
+  SQLQUEUE_TEST_DATABASE=sqlite "$venv/bin/pytest" "$@" || status=$?
+  echo "==> $label: tests on PostgreSQL"
+  SQLQUEUE_TEST_DATABASE=postgresql "$venv/bin/pytest" "$@" || status=$?
+}
+
+PY312=$(python_at_least 3.12) || {
+  echo "No Python 3.12+ found for the Django 6 pass (pyenv install 3.12, or put python3.12 on" \
+       "PATH)." >&2
+  exit 1
+}
+make_venv .venv-django6 "$PY312" "Django>=6.1,<6.2"
+make_venv .venv "${PYTHON:-python3}" "Django>=5.2,<5.3"
 
 echo "==> ruff"
 .venv/bin/ruff check .
-echo "==> makemigrations --check"
-SQLQUEUE_TEST_DATABASE=sqlite .venv/bin/python -m django makemigrations --check --dry-run \
-  --settings=tests.settings
+echo "==> makemigrations --check (Django 5.2 and 6.1)"
+for venv in .venv .venv-django6; do
+  SQLQUEUE_TEST_DATABASE=sqlite "$venv/bin/python" -m django makemigrations --check --dry-run \
+    --settings=tests.settings
+done
 
-status=0
-echo "==> Tests on SQLite"
-SQLQUEUE_TEST_DATABASE=sqlite .venv/bin/pytest "$@" || status=$?
-echo "==> Tests on PostgreSQL"
-SQLQUEUE_TEST_DATABASE=postgresql .venv/bin/pytest "$@" || status=$?
+run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser" "$@"
+run_pass .venv-django6 "Django 6.1" "$@"
 exit $status

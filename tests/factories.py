@@ -117,3 +117,19 @@ def claimed_job(task=ADD_TASK, args=(1, 2), kwargs=None, *, worker_id="w1", now=
             f"claimed_job: expected to claim job {job.pk}, claimed {[j.pk for j in claimed]}"
         )
     return claimed[0]
+
+
+class WorkerFactory(factory.django.DjangoModelFactory):
+    """A registered worker with a fresh heartbeat, as ``runworker`` writes its row."""
+
+    class Meta:
+        model = "django_sqlqueue.Worker"
+
+    host = "web-1"
+    pid = factory.Sequence(lambda n: 4000 + n)
+    name = factory.LazyAttribute(lambda o: f"{o.host}:{o.pid}:a1b2c3")
+    queues = factory.LazyFunction(list)
+    concurrency = 4
+    started_at = factory.LazyFunction(lambda: timezone.now() - dt.timedelta(hours=2))
+    last_heartbeat_at = factory.LazyFunction(timezone.now)
+    jobs_done = 0

@@ -10,6 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import django
 import environ
 
 env = environ.Env()
@@ -78,3 +79,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_sqlqueue": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+if django.VERSION >= (6, 0):
+    # Django's Tasks framework through our backend (tests/tasks_backend); "immediate" is a
+    # second backend whose tasks our worker must refuse to run.
+    TASKS = {
+        "default": {
+            "BACKEND": "django_sqlqueue.backend.SQLQueueBackend",
+            "QUEUES": ["default", "emails"],
+        },
+        "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    }

@@ -46,12 +46,12 @@ class Heartbeat:
         for entry in held:
             if entry.timed_out or entry.deadline is None or clock < entry.deadline:
                 continue
-            entry.timed_out = True
             seconds = entry.deadline - entry.started_at
             applied = entry.job.fail(
                 JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s"),
                 now=now,
             )
+            entry.timed_out = True  # only once written: a database error retries the beat
             logger.warning(
                 "job timed out task=%s id=%s attempt=%s outcome=%s timeout_s=%g",
                 entry.job.task_name, entry.job.pk, entry.job.attempts,

@@ -58,6 +58,11 @@ class Pool:
         with self._lock:
             return list(self._held.values())
 
+    def busy(self) -> list:
+        """Held jobs still worth waiting for (a timed-out job is already failed)."""
+        with self._lock:
+            return [entry for entry in self._held.values() if not entry.timed_out]
+
     def is_idle(self) -> bool:
         with self._lock:
             return not self._held

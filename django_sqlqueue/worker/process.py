@@ -36,7 +36,8 @@ class WorkerProcess:
         self.worker_id = config.worker_id()
         self.stopping = threading.Event()  # stop claiming
         self.finished = threading.Event()  # every held job is done or released: stop beating
-        self.recycle_reason = None
+        self.recycle_reason = None  # set once the process should exit and be replaced
+        self.draining = None  # why it stopped claiming before a recycle
         self.parent_pid = os.getppid()
         self.claimed_total = 0
         self.wakeup = Wakeup(
@@ -113,6 +114,8 @@ class WorkerProcess:
             self.wakeup.wait()
 
     def _claim(self) -> list:
+        if self.draining:
+            return []
         free = self.pool.free_slots()
         if self.config.max_jobs is not None:
             free = min(free, self.config.max_jobs - self.claimed_total)
@@ -132,20 +135,23 @@ class WorkerProcess:
         return Job.objects.using(self.alias).ready(horizon).in_queues(self.config.queues).exists()
 
     def _check_recycle(self):
-        if self.config.max_jobs is not None and self.claimed_total >= self.config.max_jobs:
-            if self.pool.is_idle():
-                self.recycle_reason = f"ran {self.claimed_total} jobs (--max-jobs)"
-        limit = self.config.max_memory_mb
-        # Only after some work: a process that starts above the limit must not exec in a loop.
-        if limit is not None and self.pool.jobs_done and self.pool.is_idle():
-            rss = resident_memory_mb()
-            if rss > limit:
-                self.recycle_reason = f"resident memory {rss:.0f} MB > {limit:g} MB (--max-memory)"
+        """Past a limit, stop claiming; once the running jobs are done, recycle."""
+        if not self.draining:
+            if self.config.max_jobs is not None and self.claimed_total >= self.config.max_jobs:
+                self.draining = f"ran {self.claimed_total} jobs (--max-jobs)"
+            limit = self.config.max_memory_mb
+            # Only after some work: a process that starts above the limit must not loop.
+            if limit is not None and self.pool.jobs_done:
+                rss = resident_memory_mb()
+                if rss > limit:
+                    self.draining = f"resident memory {rss:.0f} MB > {limit:g} MB (--max-memory)"
+        if self.draining and not self.pool.busy():
+            self.recycle_reason = self.draining
 
     def _job_timed_out(self, job):
         if self.config.supervised:
             # Only a new process can stop the stuck thread: finish the others, then exit.
-            self.recycle_reason = f"job {job.pk} timed out and its thread cannot be stopped"
+            self.draining = f"job {job.pk} timed out and its thread cannot be stopped"
             self.wakeup.poke()
 
     def _shut_down(self):
@@ -155,15 +161,12 @@ class WorkerProcess:
             self._release(job)
         deadline = time.monotonic() + self.config.shutdown_timeout
 
-        def still_running():  # timed-out jobs are already failed: nothing to wait for
-            return [entry for entry in self.pool.held() if not entry.timed_out]
-
-        if still_running():
+        if self.pool.busy():
             self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
-                      f"{len(still_running())} running job(s) to finish")
-        while still_running() and time.monotonic() < deadline:
+                      f"{len(self.pool.busy())} running job(s) to finish")
+        while self.pool.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
-        for entry in still_running():
+        for entry in self.pool.busy():
             self._release(entry.job)
         self.finished.set()
         self.pool.stop()
@@ -214,8 +217,16 @@ class WorkerProcess:
         if threading.current_thread() is not threading.main_thread():
             return  # e.g. run from a test thread; the caller stops us via .stopping
 
+        if self.config.supervised:
+            # The supervisor owns Ctrl-C and the "second signal" (it then kills us). A child
+            # gets signals twice (from the terminal or systemd, and from the supervisor): the
+            # repeats must not cut its graceful shutdown short.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
         def handle(signum, frame):
             if self.stopping.is_set():
+                if self.config.supervised:
+                    return
                 self._say("second signal: exiting now; leases will rescue running jobs")
                 os._exit(1)
             self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish")
@@ -223,7 +234,8 @@ class WorkerProcess:
             self.wakeup.poke()
 
         signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        if not self.config.supervised:
+            signal.signal(signal.SIGINT, handle)
 
     def _print_banner(self):
         connection = connections[self.alias]
@@ -263,4 +275,5 @@ def resident_memory_mb() -> float:
     except (OSError, ValueError):
         import resource
 
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024

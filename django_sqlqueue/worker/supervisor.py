@@ -23,6 +23,7 @@ class Supervisor:
         self.out = out or sys.stdout
         self.children: dict = {}  # slot -> Popen
         self.restarts: dict = {}  # slot -> consecutive crash count
+        self.started_at: dict = {}  # slot -> time.monotonic() of its latest start
         self.stopping = False
 
     def run(self) -> int:
@@ -49,6 +50,8 @@ class Supervisor:
             self.restarts[slot] = 0
             self._spawn(slot)
             return
+        if time.monotonic() - self.started_at.get(slot, 0) > 60:
+            self.restarts[slot] = 0  # it ran fine for a while: not a crash loop
         crashes = self.restarts.get(slot, 0) + 1
         self.restarts[slot] = crashes
         delay = min(0.5 * 2 ** (crashes - 1), 30.0)  # a crash loop must not spin
@@ -61,6 +64,7 @@ class Supervisor:
     def _spawn(self, slot):
         child = subprocess.Popen(self.child_argv)
         self.children[slot] = child
+        self.started_at[slot] = time.monotonic()
         self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}")
 
     def _on_signal(self, signum, frame):

@@ -203,7 +203,7 @@ class Demo:
 
     def relay(self, worker):
         for text in worker.stdout:
-            self.stdout.write(f"  | {text.rstrip()}")
+            self.stdout.write(f"  | {text}".rstrip())
 
     def stop_worker(self, worker, timeout):
         """After ``timeout`` s: SIGTERM (a graceful stop), then SIGKILL if that takes over 10 s."""

@@ -1,4 +1,5 @@
-"""The example project's ``manage.py demo`` works on a fresh database (what scripts/demo.sh runs).
+"""The example project's ``manage.py demo`` works on a fresh database (what scripts/demo.sh runs):
+it enqueues its jobs and has them run by a ``manage.py runworker --burst`` subprocess.
 
 It runs as real subprocesses with the example project's settings, against a new SQLite file, so it
 needs no test database and runs once, in the SQLite pass.
@@ -47,3 +48,8 @@ def test_demo_runs_on_a_fresh_database(tmp_path):
     assert "charge_card" in output and "succeeded on attempt 3" in output
     assert "sync_inventory" in output and "exhausted its 3 attempts" in output
     assert "Demo finished: every job ended as expected." in output
+    # The jobs were run by a real `runworker --burst` subprocess, whose output the demo relays.
+    banner = next((line for line in output.splitlines() if "django-sqlqueue" in line), "")
+    assert "worker" in banner, output
+    assert "burst: nothing left to do" in output
+    assert "job finished task=shop.tasks.charge_card" in output  # the worker's per-job lines

@@ -98,3 +98,23 @@ def test_without_notify_polling_picks_up_within_one_interval(start_worker):
     )
     assert "LISTEN/NOTIFY" not in worker.output
     assert seconds <= poll * 1.2 + 0.5, f"picked up after {seconds:.2f}s"
+
+
+def test_async_jobs_use_a_fresh_connection_after_a_restart(start_worker, pg_cluster):
+    if pg_cluster is None:
+        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+    from tests.testapp.tasks import async_record
+
+    worker = start_worker("-c", "2", settings=FAST)
+    first = async_record.enqueue(tag="before")
+    wait_for(lambda: Job.objects.get(pk=first.pk).status == JobStatus.SUCCEEDED,
+             what="the first async job", worker=worker)
+    pg_cluster.restart(mode="fast")
+    connections.close_all()
+    time.sleep(1)
+    second = async_record.enqueue(tag="after")
+    wait_for(lambda: Job.objects.get(pk=second.pk).status == JobStatus.SUCCEEDED,
+             what="the async job after the restart", worker=worker, timeout=60)
+    assert Job.objects.get(pk=second.pk).attempts == 1, Job.objects.get(pk=second.pk).errors
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0

@@ -189,3 +189,17 @@ def test_with_processes_a_timed_out_job_gets_its_child_replaced(start_worker):
              what="a replacement child", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0, worker.output
+
+
+def test_ctrl_c_to_the_whole_process_group_stops_supervised_children_gracefully(start_worker):
+    import os
+
+    worker = start_worker("-p", "2", settings=FAST)
+    wait_for(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
+    job = sleep_for.enqueue(1.5, tag="finished")
+    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+             what="job start", worker=worker)
+    os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    assert worker.wait(timeout=30) == 0, worker.output
+    assert job_status(job.pk) == JobStatus.SUCCEEDED, worker.output
+    assert "second signal" not in worker.output

@@ -72,3 +72,13 @@ def sleep_for(seconds, tag=""):
                              tag="started")
     time.sleep(seconds)
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+@job(name="tests.async_record")
+async def async_record(tag=""):
+    """Record an execution through the async ORM."""
+    from .models import Execution
+
+    job = current_job()
+    await Execution.objects.acreate(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
+                                    tag=tag)

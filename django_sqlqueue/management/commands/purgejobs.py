@@ -4,6 +4,7 @@ import datetime as dt
 import re
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import router
 from django.db.models import Count
 from django.utils import timezone
 
@@ -54,9 +55,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(f"--queue: {exc}") from None
         cutoff = timezone.now() - age
-        jobs = Job.objects.all()
-        if options["database"]:
-            jobs = jobs.using(options["database"])
+        jobs = Job.objects.using(options["database"] or router.db_for_write(Job))
         jobs = jobs.in_queues(queues).filter(status__in=statuses, finished_at__lt=cutoff)
         counts = dict(jobs.values_list("status").annotate(n=Count("pk")).order_by())
         total = sum(counts.values())

@@ -1,0 +1,154 @@
+"""The job admin's actions: retry now, run now, cancel and delete.
+
+Every state change is a call of the queryset method code uses (``retry_now()``, ``run_now()``,
+``cancel()``); the admin holds no copy of the state rules. To say what was skipped and why, it
+counts the selection by status before the call and compares with the number the method changed.
+The statuses each method applies to (``RETRYABLE_STATUSES``, ``READY_STATUSES``, defined next to
+the statuses themselves) are used only to word that explanation.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.template.response import TemplateResponse
+
+from ..statuses import READY_STATUSES, RETRYABLE_STATUSES, JobStatus
+from .display import STATUS_ORDER, status_label
+
+logger = logging.getLogger("django_sqlqueue.admin")
+DELETE_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    method: str  # the JobQuerySet method that does it
+    done: str  # what happened to the changed jobs
+    applies_to: tuple  # statuses the method may change, to explain skips
+    applies_text: str
+    other_skip: str  # why a job of a status it applies to may still be left alone
+
+    def run(self, queryset) -> int:
+        return getattr(queryset, self.method)()
+
+
+RETRY = Operation(
+    "retry_now", "retry_now", "queued again, due now", RETRYABLE_STATUSES,
+    "retry now applies to failed, exhausted, cancelled and expired jobs",
+    "their unique key is held by another unfinished job, or they changed meanwhile",
+)
+RUN_NOW = Operation(
+    "run_now", "run_now", "made due now", READY_STATUSES,
+    "run now applies to queued jobs and failed jobs waiting for their retry",
+    "they were already due",
+)
+CANCEL = Operation(
+    "cancel", "cancel", "cancelled", READY_STATUSES,
+    "only jobs that have not started (queued, or failed and waiting for a retry) can be cancelled",
+    "they started or finished meanwhile",
+)
+
+
+def counts_by_status(queryset) -> dict:
+    return dict(queryset.order_by().values_list("status").annotate(n=Count("pk")))
+
+
+def plural(n, word="job") -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def describe_counts(counts: dict) -> str:
+    ordered = sorted(counts.items(), key=lambda item: _status_rank(item[0]))
+    return ", ".join(f"{n} {status_label(status).lower()}" for status, n in ordered)
+
+
+def _status_rank(status) -> int:
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+
+
+def perform(modeladmin, request, queryset, operation: Operation) -> int:
+    """Run ``operation`` on the selection and tell the user what changed and what did not."""
+    before = counts_by_status(queryset)
+    changed = operation.run(queryset)
+    selected = sum(before.values())
+    logger.info(
+        "admin action=%s user=%s selected=%s changed=%s", operation.name,
+        request.user.get_username(), selected, changed,
+    )
+    if changed:
+        modeladmin.message_user(
+            request, f"{plural(changed)} {operation.done}.", messages.SUCCESS
+        )
+    not_applicable = {s: n for s, n in before.items() if s not in operation.applies_to}
+    left_alone = max(selected - changed - sum(not_applicable.values()), 0)
+    reasons = []
+    if not_applicable:
+        reasons.append(f"{describe_counts(not_applicable)} ({operation.applies_text})")
+    if left_alone:
+        reasons.append(f"{left_alone} because {operation.other_skip}")
+    skipped = selected - changed
+    if skipped > 0:
+        modeladmin.message_user(
+            request, f"{plural(skipped)} skipped: {'; '.join(reasons)}.", messages.WARNING
+        )
+    elif not selected:
+        modeladmin.message_user(request, "No jobs were selected.", messages.WARNING)
+    return changed
+
+
+@admin.action(
+    permissions=["retry"], description="Retry now (failed, exhausted, cancelled, expired)"
+)
+def retry_now(modeladmin, request, queryset):
+    perform(modeladmin, request, queryset, RETRY)
+
+
+@admin.action(permissions=["run_now"], description="Run now (scheduled or waiting jobs)")
+def run_now(modeladmin, request, queryset):
+    perform(modeladmin, request, queryset, RUN_NOW)
+
+
+@admin.action(permissions=["cancel"], description="Cancel (jobs that have not started)")
+def cancel(modeladmin, request, queryset):
+    perform(modeladmin, request, queryset, CANCEL)
+
+
+@admin.action(permissions=["delete"], description="Delete selected jobs")
+def delete_selected(modeladmin, request, queryset):
+    """Django's delete action, for big selections: the confirmation shows counts by status (not
+    one line per job), and the jobs are logged and deleted a batch at a time."""
+    if request.POST.get("post") == "yes":
+        deleted = 0
+        while True:
+            batch = list(queryset.order_by("pk").only("pk", "task_name", "status")[:DELETE_BATCH])
+            if not batch:
+                break
+            modeladmin.log_deletions(request, batch)
+            deleted += queryset.model._default_manager.filter(
+                pk__in=[job.pk for job in batch]
+            ).delete()[0]
+        logger.info("admin action=delete user=%s deleted=%s", request.user.get_username(),
+                    deleted)
+        modeladmin.message_user(request, f"{plural(deleted)} deleted.", messages.SUCCESS)
+        return None
+    counts = counts_by_status(queryset)
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Delete jobs?",
+        "opts": modeladmin.model._meta,
+        "counts": [
+            (status_label(status), n) for status, n in
+            sorted(counts.items(), key=lambda item: _status_rank(item[0]))
+        ],
+        "total": sum(counts.values()),
+        "running": counts.get(JobStatus.RUNNING, 0),
+        "sample": queryset.order_by("-pk").only("pk", "task_name", "status", "queue")[:10],
+        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+        "select_across": request.POST.get("select_across") == "1",
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(
+        request, "admin/django_sqlqueue/job/delete_selected_confirmation.html", context
+    )

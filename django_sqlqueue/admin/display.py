@@ -1,0 +1,90 @@
+"""Formatting shared by the admin pages: status colours and badges, durations, JSON."""
+
+import json
+
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
+
+from ..statuses import JobStatus
+
+#: One colour per status, used by the badges and by every chart.
+STATUS_COLOURS = {
+    JobStatus.QUEUED: "#3b7dd8",
+    JobStatus.RUNNING: "#0e8fa3",
+    JobStatus.SUCCEEDED: "#2e9d4a",
+    JobStatus.FAILED: "#c77700",
+    JobStatus.EXHAUSTED: "#d1344b",
+    JobStatus.CANCELLED: "#7d8590",
+    JobStatus.EXPIRED: "#8a6d3b",
+}
+#: The order statuses are listed in: the life of a job, problems last.
+STATUS_ORDER = [
+    JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED,
+    JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
+]
+
+
+def status_label(status) -> str:
+    try:
+        return str(JobStatus(status).label)
+    except ValueError:
+        return str(status)
+
+
+def status_badge(status):
+    colour = STATUS_COLOURS.get(status, "#555")
+    return format_html(
+        '<span class="sq-badge" style="background:{}">{}</span>', colour, status_label(status)
+    )
+
+
+def seconds_text(seconds) -> str:
+    """A short duration: 850 ms, 4.2 s, 3 m 05 s, 2 h 13 m, 3 d 4 h."""
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    if seconds < 0:
+        seconds = 0.0
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} m {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} m"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def between(start, end):
+    """Seconds from ``start`` to ``end``, or None if either is missing."""
+    if start is None or end is None:
+        return None
+    return (end - start).total_seconds()
+
+
+def when(value, now=None):
+    """A timestamp in the current time zone, with how far it is from now: "12:03:15 (4 m ago)"."""
+    if value is None:
+        return "-"
+    now = now or timezone.now()
+    delta = (value - now).total_seconds()
+    relative = f"in {seconds_text(delta)}" if delta > 0 else f"{seconds_text(-delta)} ago"
+    return format_html(
+        '{} <span class="sq-muted">({})</span>',
+        date_format(timezone.localtime(value), "Y-m-d H:i:s"), relative,
+    )
+
+
+def pretty_json(value):
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre class="sq-json">{}</pre>', text)
+
+
+def short_type(kind: str) -> str:
+    """``builtins.RuntimeError`` -> ``RuntimeError``."""
+    return (kind or "").rsplit(".", 1)[-1]

@@ -1,0 +1,250 @@
+"""JobAdmin: the job list, the read-only job page, and the operator actions.
+
+Nothing here creates a job or edits one: there is no add form, every field is read-only, and the
+only state changes are the actions (actions.py), which call the queryset API.
+"""
+
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404, HttpResponseRedirect
+from django.template.loader import render_to_string
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+
+from ..models import Worker
+from ..statuses import JobStatus
+from . import actions, dashboard
+from .changelist import JobChangeList
+from .display import between, pretty_json, seconds_text, short_type, status_badge, when
+from .filters import HasErrorsFilter, QueueFilter, TaskFilter
+from .paginator import EstimatedCountPaginator
+
+#: Actions offered as buttons on a job's page (deleting has Django's own button there).
+DETAIL_ACTIONS = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
+
+
+def _error_time(text):
+    try:
+        at = parse_datetime(text) if isinstance(text, str) else None
+    except ValueError:
+        at = None
+    return when(at) if at else "unknown time"
+
+
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id", "status_badge", "task_name", "queue", "attempts_of_max", "run_at_when", "age",
+        "duration", "worker", "last_error",
+    )
+    list_display_links = ("id", "task_name")
+    list_filter = ("status", QueueFilter, TaskFilter, HasErrorsFilter)
+    search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
+    search_help_text = "A job id, or text in the task name, unique key or errors."
+    date_hierarchy = "enqueued_at"
+    ordering = ("-id",)
+    list_per_page = 100
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False  # that would be a COUNT(*) of the whole table
+    show_facets = admin.ShowFacets.NEVER  # facet counts are a COUNT per filter choice
+    actions = (actions.retry_now, actions.run_now, actions.cancel, actions.delete_selected)
+
+    fieldsets = (
+        (None, {"fields": (
+            "id", "status_badge", "task_name", "queue", "priority", "unique_key",
+        )}),
+        ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
+        ("Timings", {"fields": (
+            "enqueued_at", "run_at", "claimed_at", "finished_at", "duration", "waited",
+            "expires_at", "timeout_seconds", "lease_expires_at",
+        )}),
+        ("Worker", {"fields": ("worker_detail", "claim_token")}),
+        ("Payload and result", {"fields": ("payload_json", "result_json")}),
+    )
+    readonly_fields = (
+        "id", "status_badge", "task_name", "queue", "priority", "unique_key", "attempts_of_max",
+        "retry_policy", "errors_list", "enqueued_at", "run_at", "claimed_at", "finished_at",
+        "duration", "waited", "expires_at", "timeout_seconds", "lease_expires_at",
+        "worker_detail", "claim_token", "payload_json", "result_json",
+    )
+
+    # ---- permissions: read-only, plus one permission per action -----------------------
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def _has(self, request, codename):
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    def has_retry_permission(self, request):
+        return self._has(request, "retry_job")
+
+    def has_run_now_permission(self, request):
+        return self._has(request, "run_job_now")
+
+    def has_cancel_permission(self, request):
+        return self._has(request, "cancel_job")
+
+    # ---- the list ------------------------------------------------------------------------
+    def get_changelist(self, request, **kwargs):
+        return JobChangeList
+
+    def get_search_results(self, request, queryset, search_term):
+        """A number ("42" or "#42") finds the job with that id, through the primary key. Other
+        text is looked for as a whole (not word by word) in the task name, the unique key and
+        the errors: that reads every row the filters leave, so filter first on a big table."""
+        term = search_term.strip()
+        number = term.removeprefix("#")
+        if number.isdigit() and int(number) < 2**63:
+            return queryset.filter(pk=int(number)), False
+        if not term:
+            return queryset, False
+        match = (
+            Q(task_name__icontains=term) | Q(unique_key__icontains=term)
+            | Q(errors__icontains=term)
+        )
+        return queryset.filter(match), False
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, job):
+        return status_badge(job.status)
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts_of_max(self, job):
+        return f"{job.attempts} of {job.max_attempts}"
+
+    @admin.display(description="run at", ordering="run_at")
+    def run_at_when(self, job):
+        return when(job.run_at)
+
+    @admin.display(description="age", ordering="-enqueued_at")
+    def age(self, job):
+        return seconds_text(between(job.enqueued_at, timezone.now()))
+
+    @admin.display(description="duration")
+    def duration(self, job):
+        """Of the latest attempt: finished minus claimed, or so far while it runs."""
+        if job.claimed_at is None:
+            return "-"
+        if job.finished_at is not None and job.finished_at >= job.claimed_at:
+            return seconds_text(between(job.claimed_at, job.finished_at))
+        if job.status == JobStatus.RUNNING:
+            return format_html("{} <span class='sq-muted'>so far</span>",
+                               seconds_text(between(job.claimed_at, timezone.now())))
+        return "-"
+
+    @admin.display(description="worker", ordering="claimed_by")
+    def worker(self, job):
+        if not job.claimed_by:
+            return "-"
+        url = reverse("admin:django_sqlqueue_worker_changelist", current_app=self.admin_site.name)
+        return format_html('<a href="{}?{}">{}</a>', url, urlencode({"name": job.claimed_by}),
+                           job.claimed_by)
+
+    @admin.display(description="last error")
+    def last_error(self, job):
+        message = getattr(job, "last_error_message", None)
+        if not message:
+            return ""
+        kind = short_type(getattr(job, "last_error_type", "") or "")
+        text = f"{kind}: {message}" if kind else message
+        short = text if len(text) <= 70 else text[:69] + "…"
+        return format_html('<span class="sq-error" title="{}">{}</span>', text, short)
+
+    # ---- the job page --------------------------------------------------------------------
+    @admin.display(description="retry policy")
+    def retry_policy(self, job):
+        return (
+            f"backoff {job.retry_backoff_seconds:g} s, doubling per attempt, between "
+            f"{job.retry_min_delay_seconds:g} s and {job.retry_max_delay_seconds:g} s, "
+            f"jitter {job.retry_jitter:.0%}"
+        )
+
+    @admin.display(description="waited")
+    def waited(self, job):
+        """From due (run_at) to the start of the latest attempt."""
+        return seconds_text(between(job.run_at, job.claimed_at)) if job.claimed_at else "-"
+
+    @admin.display(description="errors")
+    def errors_list(self, job):
+        return render_to_string(
+            "admin/django_sqlqueue/job/errors.html",
+            {"errors": [
+                {
+                    **entry,
+                    "short_type": short_type(entry.get("type", "")),
+                    "at_display": _error_time(entry.get("at")),
+                }
+                for entry in reversed(job.errors or []) if isinstance(entry, dict)
+            ]},
+        )
+
+    @admin.display(description="worker")
+    def worker_detail(self, job):
+        if not job.claimed_by:
+            return "never claimed"
+        worker = Worker.objects.filter(name=job.claimed_by).first()
+        state = (
+            format_html("registered now, last heartbeat {} ago",
+                        seconds_text(between(worker.last_heartbeat_at, timezone.now())))
+            if worker else "no longer registered (it stopped or was reaped)"
+        )
+        return format_html("{} <span class='sq-muted'>({})</span>", self.worker(job), state)
+
+    @admin.display(description="payload")
+    def payload_json(self, job):
+        return pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_json(self, job):
+        return pretty_json(job.result) if job.result is not None else "-"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        available = self.get_actions(request)
+        buttons = [(name, label) for name, label in DETAIL_ACTIONS.items() if name in available]
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), "job_actions": buttons}
+        )
+
+    # ---- extra pages ---------------------------------------------------------------------
+    def get_urls(self):
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path("<path:object_id>/act/<str:action>/", wrap(self.job_action_view),
+                 name=f"{prefix}_act"),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return dashboard.render(self, request)
+
+    def job_action_view(self, request, object_id, action):
+        """A button on a job's page: the same action as in the list, for this one job."""
+        return require_POST(self._job_action)(request, object_id, action)
+
+    def _job_action(self, request, object_id, action):
+        if action not in DETAIL_ACTIONS:
+            raise PermissionDenied
+        available = self.get_actions(request)
+        if action not in available:
+            raise PermissionDenied
+        job = self.get_object(request, object_id)
+        if job is None:
+            raise Http404(f"No job with id {object_id!r}.")
+        func = available[action][0]
+        func(self, request, self.get_queryset(request).filter(pk=job.pk))
+        return HttpResponseRedirect(
+            reverse("admin:django_sqlqueue_job_change", args=[job.pk],
+                    current_app=self.admin_site.name)
+        )

@@ -1,0 +1,248 @@
+"""A backend for Django's Tasks framework (``django.tasks``, Django 6.0+).
+
+::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "django_sqlqueue.backend.SQLQueueBackend",
+            "QUEUES": ["default", "emails"],
+            "OPTIONS": {"MAX_ATTEMPTS": 5, "BACKOFF": "myproject.tasks.backoff"},
+        }
+    }
+
+``@task`` functions enqueued with ``.enqueue()`` / ``.aenqueue()`` become Job rows that
+``manage.py runworker`` runs. A job's task name is ``"django.tasks:" + task.module_path``; the
+worker imports that path and runs it only if it is a Task whose backend is this backend.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import router
+from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.utils.json import normalize_json
+from django.utils.module_loading import import_string
+
+from . import backend_checks
+from .building import job_fields
+from .context import _current_job
+from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
+from .execution import DJANGO_TASK_PREFIX, Outcome
+from .statuses import JobStatus
+
+logger = logging.getLogger(__name__)
+
+STATUS_MAP = {
+    JobStatus.QUEUED: TaskResultStatus.READY,
+    JobStatus.FAILED: TaskResultStatus.READY,  # waiting for its retry: it will run again
+    JobStatus.RUNNING: TaskResultStatus.RUNNING,
+    JobStatus.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.EXHAUSTED: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
+    JobStatus.EXPIRED: TaskResultStatus.FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SQLQueueTask(Task):
+    """A django.tasks Task with retries: ``@task(max_attempts=5, backoff=..., timeout=...)``.
+
+    ``backoff(exception, task_result)`` returns the seconds to wait before the next attempt, or
+    None to stop retrying; without it the SQLQUEUE exponential backoff applies. Like the
+    proposal in django/new-features#142, ``.using()`` does not change these.
+    """
+
+    max_attempts: int | None = None  # default: OPTIONS["MAX_ATTEMPTS"], then SQLQUEUE's
+    backoff: Any = None  # callable(exception, task_result) -> seconds | None
+    timeout: float | None = None  # seconds; a job over it fails with JobTimeout
+
+
+class SQLQueueBackend(BaseTaskBackend):
+    task_class = SQLQueueTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    @property
+    def database(self) -> str:
+        from .models import Job
+
+        return self.options.get("DATABASE") or router.db_for_write(Job)
+
+    def validate_task(self, task):
+        super().validate_task(task)
+        max_attempts = getattr(task, "max_attempts", None)
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
+            raise InvalidTask(
+                f"max_attempts must be an integer of at least 1, not {max_attempts!r}."
+            )
+        backoff = getattr(task, "backoff", None)
+        if backoff is not None and not callable(backoff):
+            raise InvalidTask(
+                "backoff must be a callable(exception, task_result) -> seconds | None."
+            )
+        timeout = getattr(task, "timeout", None)
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
+
+    def enqueue(self, task, args, kwargs):
+        from .models import Job
+
+        self.validate_task(task)
+        fields = job_fields(
+            DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
+            queue=task.queue_name, priority=task.priority, run_at=task.run_after,
+            max_attempts=getattr(task, "max_attempts", None) or self.options.get("MAX_ATTEMPTS"),
+            timeout=getattr(task, "timeout", None),
+        )
+        fields["payload"]["backend"] = self.alias
+        job = Job.objects.enqueue_prepared(Job(**fields), using=self.database)
+        result = self.task_result(job, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id):
+        from .models import Job
+
+        try:
+            pk = int(result_id)
+        except (TypeError, ValueError):
+            raise TaskResultDoesNotExist(result_id) from None
+        job = (
+            Job.objects.using(self.database)
+            .filter(pk=pk, task_name__startswith=DJANGO_TASK_PREFIX)
+            .first()
+        )
+        if job is None or (job.payload or {}).get("backend", self.alias) != self.alias:
+            raise TaskResultDoesNotExist(result_id)
+        try:
+            task = load_task(job)
+        except (UnknownTask, InvalidJob) as exc:
+            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+        return self.task_result(job, task)
+
+    def task_result(self, job, task) -> TaskResult:
+        """The TaskResult view of a Job row."""
+        errors = job.errors or []
+        workers = [entry.get("worker", "") for entry in errors][: job.attempts]
+        workers += [job.claimed_by or ""] * (job.attempts - len(workers))
+        changes = {"priority": job.priority, "queue_name": job.queue}
+        if task.run_after is not None or job.status in (JobStatus.QUEUED, JobStatus.FAILED):
+            changes["run_after"] = job.run_at
+        result = TaskResult(
+            task=task.using(**changes),
+            id=str(job.pk),
+            status=STATUS_MAP[job.status],
+            enqueued_at=job.enqueued_at,
+            started_at=job.claimed_at,
+            finished_at=job.finished_at,
+            last_attempted_at=job.claimed_at,
+            args=job.args,
+            kwargs=job.kwargs,
+            backend=self.alias,
+            errors=[
+                TaskError(exception_class_path=entry.get("type", "builtins.Exception"),
+                          traceback=entry.get("traceback", ""))
+                for entry in errors
+            ],
+            worker_ids=workers,
+        )
+        if job.status == JobStatus.SUCCEEDED:
+            object.__setattr__(result, "_return_value", job.result)
+        return result
+
+    def check(self, **kwargs):
+        return backend_checks.check_backend(self)
+
+    def retry_delay(self, task, exception, task_result):
+        """Seconds until the next attempt (None: the policy's), or False to stop retrying."""
+        backoff = getattr(task, "backoff", None) or self.options.get("BACKOFF")
+        if backoff is None:
+            return None
+        if isinstance(backoff, str):
+            backoff = import_string(backoff)
+        seconds = backoff(exception, task_result)
+        return False if seconds is None else max(float(seconds), 0.0)
+
+
+def load_task(job) -> Task:
+    """Import the job's Task and make sure it is one this backend may run."""
+    path = job.task_name.removeprefix(DJANGO_TASK_PREFIX)
+    try:
+        task = import_string(path)
+    except ImportError as exc:
+        raise UnknownTask(
+            f"cannot import django task {path!r} ({exc}): deploy workers with the same code "
+            "as the web processes."
+        ) from None
+    if not isinstance(task, Task):
+        raise InvalidJob(f"{path!r} is {type(task).__name__}, not a django.tasks Task: refused.")
+    alias = (job.payload or {}).get("backend") or task.backend
+    if alias != task.backend:
+        task = task.using(backend=alias)
+    if not isinstance(task.get_backend(), SQLQueueBackend):
+        raise InvalidJob(f"task {path!r} belongs to backend {alias!r}, which is not "
+                         "django-sqlqueue's: refused.")
+    return task
+
+
+def call_django_task(job) -> Outcome:
+    """Run a django.tasks job (the worker's side), sending Django's task signals."""
+    try:
+        task = load_task(job)
+    except UnknownTask as exc:
+        return Outcome("failed", error=exc)  # maybe a worker with newer code can run it
+    except InvalidJob as exc:
+        return Outcome("aborted", error=exc)
+    backend = task.get_backend()
+    sender = type(backend)
+    result = backend.task_result(job, task)
+    task_started.send(sender, task_result=result)
+    token = _current_job.set(job)
+    try:
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *job.args, **job.kwargs)
+        else:
+            value = task.call(*job.args, **job.kwargs)
+    except Reschedule as signal:
+        return Outcome("rescheduled", run_at=signal.run_at, delay=signal.delay)
+    except Exception as exc:
+        return _failed(job, backend, task, result, exc)
+    finally:
+        _current_job.reset(token)
+    try:
+        value = normalize_json(value)
+    except (TypeError, ValueError) as exc:
+        # It ran to the end, side effects and all: do not run it again.
+        return _failed(job, backend, task, result, exc, may_retry=False)
+    object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+    object.__setattr__(result, "_return_value", value)
+    task_finished.send(sender, task_result=result)
+    return Outcome("succeeded", result=value)
+
+
+def _failed(job, backend, task, result, exc, *, may_retry=True) -> Outcome:
+    """Record the attempt's error on the TaskResult and send task_finished from inside the
+    ``except`` block (Django's log receiver reads sys.exc_info())."""
+    kind = type(exc)
+    result.errors.append(TaskError(exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+                                   traceback=""))
+    delay = None
+    if isinstance(exc, Abort) or not may_retry:
+        retry = False
+    else:
+        delay = backend.retry_delay(task, exc, result)
+        retry = delay is not False and job.attempts < job.max_attempts
+    final = TaskResultStatus.READY if retry else TaskResultStatus.FAILED
+    object.__setattr__(result, "status", final)
+    task_finished.send(type(backend), task_result=result)
+    return Outcome("failed" if retry else "aborted", error=exc,
+                   delay=delay if delay is not False else None)

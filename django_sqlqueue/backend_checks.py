@@ -1,0 +1,61 @@
+"""System checks of a SQLQueueBackend's TASKS entry (``manage.py check``)."""
+
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from .checks import DATABASE_HINT, database_problem
+from .conf import QUEUE_NAME_RE
+
+OPTION_NAMES = {"DATABASE", "MAX_ATTEMPTS", "BACKOFF"}
+
+
+def check_backend(backend) -> list:
+    where = f"TASKS[{backend.alias!r}]"
+    errors = []
+
+    def error(message, hint, code):
+        errors.append(checks.Error(f"{where}: {message}", hint=hint, id=f"sqlqueue.{code}"))
+
+    if not apps.is_installed("django_sqlqueue"):
+        error("django_sqlqueue is not in INSTALLED_APPS, so there is no jobs table.",
+              'Add "django_sqlqueue" to INSTALLED_APPS and run migrate.', "E101")
+    unknown = sorted(set(backend.options) - OPTION_NAMES)
+    if unknown:
+        error(f"unknown OPTIONS {', '.join(unknown)}.",
+              f"Valid options are {', '.join(sorted(OPTION_NAMES))}.", "E102")
+    alias = backend.options.get("DATABASE")
+    if alias is not None and alias not in settings.DATABASES:
+        error(f"OPTIONS['DATABASE'] is {alias!r}, which is not in DATABASES.",
+              "Name a database alias from settings.DATABASES.", "E103")
+    elif apps.is_installed("django_sqlqueue") and backend.database in connections:
+        problem = database_problem(backend.database)
+        if problem:
+            error(f"database {backend.database!r} cannot hold the jobs: {problem}.",
+                  DATABASE_HINT, "E104")
+    max_attempts = backend.options.get("MAX_ATTEMPTS")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        error(f"OPTIONS['MAX_ATTEMPTS'] must be an integer of at least 1, not {max_attempts!r}.",
+              "1 means never retry.", "E105")
+    backoff = backend.options.get("BACKOFF")
+    if backoff is not None:
+        try:
+            target = import_string(backoff) if isinstance(backoff, str) else backoff
+        except ImportError as exc:
+            target, problem = None, f"cannot be imported ({exc})"
+        else:
+            problem = None if callable(target) else "is not callable"
+        if problem:
+            error(f"OPTIONS['BACKOFF'] {backoff!r} {problem}.",
+                  "Give a callable(exception, task_result) -> seconds | None, or its dotted "
+                  "path.", "E106")
+    bad_queues = sorted(q for q in backend.queues if not QUEUE_NAME_RE.fullmatch(str(q)))
+    if bad_queues:
+        error(f"QUEUES has names the jobs table cannot use: {', '.join(map(repr, bad_queues))}.",
+              "Use 1 to 100 of letters, digits, '_', '.', '-', starting with a letter or digit.",
+              "E107")
+    return errors

@@ -1,0 +1,188 @@
+"""Fixtures of the chaos suite, and its figures: one line per scenario at the end of the run, and
+the same figures as JSON in $SQLQUEUE_RELIABILITY_REPORT (what scripts/reliability.sh renders into
+docs/reliability.md).
+
+``SQLQUEUE_SOAK=1`` scales every scenario up (more jobs, more kills and restarts, more examples);
+CI runs the small sizes.
+"""
+
+import datetime as dt
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import django
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from tests.process.conftest import start_worker  # noqa: F401 - the fixture, used here
+from tests.process.conftest import wait_for
+
+SOAK = os.environ.get("SQLQUEUE_SOAK", "") not in ("", "0")
+VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
+ROOT = Path(__file__).resolve().parents[2]
+_FIGURES: list = []
+_DATABASE: dict = {}
+
+
+def sized(ci, soak):
+    """The CI size of a scenario, or its soak size with SQLQUEUE_SOAK=1."""
+    return soak if SOAK else ci
+
+
+def seed() -> int:
+    """Random seed of the run: SQLQUEUE_CHAOS_SEED to replay one, else new each run (printed)."""
+    return int(os.environ.get("SQLQUEUE_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
+
+
+# ---- worker fleets ---------------------------------------------------------------------------
+@pytest.fixture
+def db_url(db_url):
+    """Workers keep their connections, as docs/operations.md recommends for production
+    (CONN_MAX_AGE > 0 with CONN_HEALTH_CHECKS): with Django's default of 0, every job would open
+    a new PostgreSQL connection. Health checks replace connections a restart or kill broke."""
+
+    def build(alias="default"):
+        url = db_url(alias)
+        if url.startswith("postgres"):
+            url += "?conn_max_age=600&conn_health_checks=True"
+        return url
+
+    return build
+
+
+class Fleet:
+    """Workers of the given concurrencies; ``kill()`` SIGKILLs one and starts its replacement."""
+
+    def __init__(self, start_worker, concurrencies, *, settings, args=("-q", "default")):  # noqa: F811
+        self._start_worker = start_worker
+        self.settings = settings
+        self.args = list(args)
+        self.killed = {}  # pid -> aware datetime just before its SIGKILL
+        self.workers = [self._start(c) for c in concurrencies]
+
+    def _start(self, concurrency):
+        worker = self._start_worker("-c", str(concurrency), *self.args, settings=self.settings)
+        worker.concurrency = concurrency
+        return worker
+
+    def kill(self, rng):
+        slot = rng.randrange(len(self.workers))
+        victim = self.workers[slot]
+        self.killed[victim.pid] = timezone.now()
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.proc.wait()  # reap it: a zombie's pid still looks alive to the reaper
+        self.workers[slot] = self._start(victim.concurrency)
+        return victim
+
+    def running(self) -> bool:
+        return all(worker.is_running() for worker in self.workers)
+
+    def dead(self) -> list:
+        return [(w.pid, w.proc.returncode, w.output[-2000:]) for w in self.workers
+                if not w.is_running()]
+
+    def stop(self, timeout=60) -> list:
+        """SIGTERM every worker once it is up (a process still importing Django has no handler
+        yet, and would just die); returns their exit codes."""
+        for worker in self.workers:
+            wait_for(lambda w=worker: "wake-up:" in w.output or not w.is_running(),
+                     what="the worker's banner", worker=worker)
+            worker.signal(signal.SIGTERM)
+        return [worker.wait(timeout=timeout) for worker in self.workers]
+
+    def output(self) -> str:
+        return "\n".join(worker.output for worker in self.workers)
+
+
+def restart_count(fleet) -> int:
+    return len(fleet.killed)
+
+
+# ---- figures ---------------------------------------------------------------------------------
+@pytest.fixture
+def reliability(request):
+    """``reliability("kills", jobs=..., lost=...)``: keep and print one scenario's figures."""
+
+    def record(scenario, **figures):
+        entry = {"scenario": scenario, "vendor": VENDOR, "soak": SOAK, **figures,
+                 "test": request.node.nodeid, "outcome": None}
+        _FIGURES.append(entry)
+        if "version" not in _DATABASE:
+            _DATABASE["version"] = _database_version()
+        print(figure_line(entry))
+        return entry
+
+    return record
+
+
+def figure_line(entry) -> str:
+    skip = {"scenario", "vendor", "soak", "test", "outcome", "duplicate_causes"}
+    parts = [f"{key}={value}" for key, value in entry.items() if key not in skip]
+    causes = entry.get("duplicate_causes")
+    if causes:
+        parts.append("duplicates_because=" + "; ".join(f"{k}: {v}" for k, v in causes.items()))
+    return f"reliability {entry['scenario']} [{entry['vendor']}]: " + " ".join(parts)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or report.outcome == "failed":
+        for entry in _FIGURES:
+            if entry["test"] == report.nodeid and entry["outcome"] != "failed":
+                entry["outcome"] = report.outcome
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _FIGURES:
+        terminalreporter.section("reliability figures")
+        for entry in _FIGURES:
+            terminalreporter.write_line(f"{figure_line(entry)} ({entry['outcome']})")
+
+
+def _database_version() -> str:
+    try:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SHOW server_version")
+                return "PostgreSQL " + cursor.fetchone()[0].split()[0]
+            cursor.execute("SELECT sqlite_version()")
+            return "SQLite " + cursor.fetchone()[0]
+    except Exception:
+        return connection.vendor
+
+
+def _commit() -> str:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain").strip() else "")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("SQLQUEUE_RELIABILITY_REPORT")
+    if not path or not _FIGURES:
+        return
+    report = {
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": os.environ.get("SQLQUEUE_RELIABILITY_COMMAND", "pytest tests/chaos"),
+        "passed": exitstatus == 0 and all(e["outcome"] == "passed" for e in _FIGURES),
+        "soak": SOAK,
+        "vendor": VENDOR,
+        "commit": _commit(),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "database": _DATABASE.get("version", VENDOR),
+        "scenarios": _FIGURES,
+    }
+    Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
+def elapsed(since: float) -> float:
+    return round(time.monotonic() - since, 1)

@@ -1,0 +1,67 @@
+"""Scenario 1, kills: workers of mixed concurrency are SIGKILLed at random and restarted while they
+work through a large queue. Every job ends succeeded, none is lost, a job runs twice only where a
+worker died holding it, and never while another worker's lease held it (see ledger.py)."""
+
+import random
+import time
+
+import pytest
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.ledger import tally
+from tests.process.conftest import wait_for
+from tests.testapp.jobs import work
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+JOBS = int(__import__("os").environ.get("XJOBS", 0)) or sized(10_000, 100_000)
+CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))
+# Kills come back fast: a dead worker on this host is found by its pid at the next maintenance
+# pass (every 0.5 s) and its jobs are rescued at once; the lease only matters for frozen workers.
+SETTINGS = {
+    "LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.5,
+    "MAX_ATTEMPTS": 25, "BACKOFF_SECONDS": 0.1, "MIN_RETRY_DELAY_SECONDS": 0.1,
+}
+
+
+def _succeeded():
+    return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
+
+
+def test_random_sigkills_lose_no_job(start_worker, reliability):
+    rng = random.Random(run_seed := seed())
+    jobs = Job.objects.bulk_enqueue(
+        work.prepare(key=str(n), max_sleep_ms=10) for n in range(JOBS)
+    )
+    started = time.monotonic()
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    # A kill every 1-2 s until the queue is empty (soak mode: at least 10 minutes of kills).
+    min_seconds = sized(0, 600)
+    while _succeeded() < len(jobs) or time.monotonic() - started < min_seconds:
+        time.sleep(rng.uniform(1, 2))
+        assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
+        if _succeeded() < len(jobs):
+            fleet.kill(rng)
+        elif min_seconds:
+            jobs += Job.objects.bulk_enqueue(work.prepare(max_sleep_ms=10) for _ in range(2000))
+    wait_for(lambda: _succeeded() == len(jobs), timeout=120, what="every job to succeed")
+    seconds = elapsed(started)
+    assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
+    codes = fleet.stop()
+
+    result = tally(killed=fleet.killed)
+    reliability(
+        "kills", seed=run_seed, workers=len(CONCURRENCIES),
+        concurrency="/".join(map(str, CONCURRENCIES)), kills=len(fleet.killed),
+        restarts=len(fleet.killed), **result.figures(), seconds=seconds,
+    )
+    assert result.jobs == len(jobs)
+    result.assert_clean()
+    assert codes == [0] * len(codes), fleet.output()[-5000:]
+    assert len(fleet.killed) >= 5, "too few kills to prove anything"
+    assert result.rescued > 0, "no kill landed on a running job"
+    assert set(result.causes) <= {
+        "worker killed mid-job", "worker killed after the side effect, before recording success",
+    }

@@ -1,0 +1,1 @@
+from tests.process.conftest import start_worker  # noqa: F401 - the real-worker fixture

@@ -1,0 +1,76 @@
+"""django.tasks Task functions for tests/tasks_backend (Django 6+ only; imported by module path).
+
+Receivers of Django's task signals are connected here, so that a worker process that imports this
+module records every signal it sends as an Execution row the tests can read.
+"""
+
+import asyncio
+import sys
+
+from django.tasks import task
+from django.tasks.signals import task_finished, task_started
+
+from .models import Execution
+
+
+def quick_backoff(exception, task_result):
+    return 0.1
+
+
+def no_retry_for_value_errors(exception, task_result):
+    return None if isinstance(exception, ValueError) else 0.1
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task(priority=10)
+def add_urgent(a, b):
+    return a + b
+
+
+@task(max_attempts=3, backoff=quick_backoff)
+def always_fails(message):
+    raise RuntimeError(message)
+
+
+@task(max_attempts=5, backoff=no_retry_for_value_errors)
+def fails_with_value_error():
+    raise ValueError("no point retrying")
+
+
+@task
+async def async_add(a, b):
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task(takes_context=True)
+def with_context(context, x):
+    return {"attempt": context.attempt, "id": context.task_result.id, "x": x}
+
+
+@task(backend="immediate")
+def immediate_add(a, b):
+    return a + b
+
+
+def _record(tag, task_result):
+    if task_result.task.module_path.startswith(__name__):
+        Execution.objects.create(job_id=int(task_result.id), attempt=task_result.attempts,
+                                 worker="signal", tag=tag)
+
+
+def on_started(sender, task_result, **kwargs):
+    _record(f"started:{sender.__name__}:{task_result.status}", task_result)
+
+
+def on_finished(sender, task_result, **kwargs):
+    in_except = sys.exc_info()[0] is not None
+    _record(f"finished:{task_result.status}:exc={in_except}", task_result)
+
+
+task_started.connect(on_started, dispatch_uid="tests-started")
+task_finished.connect(on_finished, dispatch_uid="tests-finished")

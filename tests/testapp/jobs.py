@@ -1,0 +1,59 @@
+"""Jobs of the chaos tests (tests/chaos). Imported automatically at start-up (an app's jobs.py).
+
+Every one of them records its side effect in ``Run``, keyed by (job id, attempt): a row when the
+function starts, its ``finished_at`` when it ends. Loss and duplication are then counted from the
+table, not guessed from logs.
+"""
+
+import os
+import random
+import time
+
+from django.utils import timezone
+
+from django_sqlqueue import current_job, job
+
+
+def start_run(key=""):
+    from .models import Run
+
+    this = current_job()
+    return Run.objects.create(
+        job_id=this.pk, attempt=this.attempts, worker=this.claimed_by or "", pid=os.getpid(),
+        key=str(key), started_at=timezone.now(),
+    )
+
+
+def finish_run(run):
+    from .models import Run
+
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job(name="chaos.work")
+def work(key="", max_sleep_ms=0):
+    """The side effect: a Run row, a short random pause (so kills land mid-job), the end time."""
+    run = start_run(key)
+    if max_sleep_ms:
+        time.sleep(random.uniform(0, max_sleep_ms) / 1000)
+    finish_run(run)
+
+
+@job(name="chaos.order")
+def order(order_id):
+    """Enqueued in the transaction that created the Order: the job must see that row."""
+    from .models import Order
+
+    run = start_run(order_id)
+    Order.objects.get(pk=order_id)  # DoesNotExist would fail the job: it ran before the commit
+    finish_run(run)
+
+
+@job(name="chaos.flaky")
+def flaky(fail_times, key=""):
+    """Fails its first ``fail_times`` attempts, then succeeds; every attempt is a Run."""
+    run = start_run(key)
+    finish_run(run)
+    if run.attempt <= fail_times:
+        raise RuntimeError(f"planned failure of attempt {run.attempt}")
+    return run.attempt
