@@ -52,7 +52,8 @@ class Cluster:
 
     superuser = "postgres"
 
-    def __init__(self):
+    def __init__(self, *, durable=False):
+        self.durable = durable  # fsync on, as in production (benchmarks); off for tests
         self.bindir = find_bindir()
         self.port = _free_port()
         self.base = Path(tempfile.mkdtemp(prefix="sqlqueue-pg-"))
@@ -96,11 +97,10 @@ class Cluster:
                 f"-k {self.base}",
                 "-c listen_addresses=127.0.0.1",
                 "-c max_connections=200",
-                # Tests want speed; durability across an OS crash is not under test here.
-                "-c fsync=off",
-                "-c synchronous_commit=off",
-                "-c full_page_writes=off",
             ]
+            # Tests want speed; durability across an OS crash is not under test there.
+            + ([] if self.durable else
+               ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"])
         )
         self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.datadir),
                   "-l", str(self.logfile), "-o", options)

@@ -4,7 +4,8 @@ Every state change is a call of the queryset method code uses (``retry_now()``, 
 ``cancel()``); the admin holds no copy of the state rules. To say what was skipped and why, it
 counts the selection by status before the call and compares with the number the method changed.
 The statuses each method applies to (``RETRYABLE_STATUSES``, ``READY_STATUSES``, defined next to
-the statuses themselves) are used only to word that explanation.
+the statuses themselves) are used only to word that explanation, and to offer on a job's page
+the buttons that can apply to it; whether a job changes is always the method's decision.
 """
 
 import logging
@@ -49,6 +50,8 @@ CANCEL = Operation(
     "only jobs that have not started (queued, or failed and waiting for a retry) can be cancelled",
     "they started or finished meanwhile",
 )
+
+OPERATIONS = {operation.name: operation for operation in (RETRY, RUN_NOW, CANCEL)}
 
 
 def counts_by_status(queryset) -> dict:

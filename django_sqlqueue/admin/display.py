@@ -4,7 +4,8 @@ import json
 
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from ..statuses import JobStatus
 
@@ -67,17 +68,42 @@ def between(start, end):
     return (end - start).total_seconds()
 
 
+def relative(value, now=None) -> str:
+    delta = (value - (now or timezone.now())).total_seconds()
+    return f"in {seconds_text(delta)}" if delta > 0 else f"{seconds_text(-delta)} ago"
+
+
+def absolute(value) -> str:
+    return date_format(timezone.localtime(value), "Y-m-d H:i:s T")
+
+
 def when(value, now=None):
-    """A timestamp in the current time zone, with how far it is from now: "12:03:15 (4 m ago)"."""
+    """A timestamp in the current time zone, and how far it is from now:
+    "2026-01-02 12:03:15 UTC (4 m ago)"."""
     if value is None:
         return "-"
-    now = now or timezone.now()
-    delta = (value - now).total_seconds()
-    relative = f"in {seconds_text(delta)}" if delta > 0 else f"{seconds_text(-delta)} ago"
     return format_html(
-        '{} <span class="sq-muted">({})</span>',
-        date_format(timezone.localtime(value), "Y-m-d H:i:s"), relative,
+        '{} <span class="sq-muted">({})</span>', absolute(value), relative(value, now)
     )
+
+
+def when_short(value, now=None):
+    """How far from now, with the timestamp as a tooltip: for list columns."""
+    if value is None:
+        return "-"
+    return format_html('<span title="{}">{}</span>', absolute(value), relative(value, now))
+
+
+def breakable(text: str, separators=".:"):
+    """Let a long dotted name wrap after its separators in a narrow column."""
+    parts, current = [], ""
+    for char in text:
+        current += char
+        if char in separators:
+            parts.append(current)
+            current = ""
+    parts.append(current)
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts))
 
 
 def pretty_json(value):

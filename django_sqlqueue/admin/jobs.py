@@ -21,7 +21,16 @@ from ..models import Worker
 from ..statuses import JobStatus
 from . import actions, dashboard
 from .changelist import JobChangeList
-from .display import between, pretty_json, seconds_text, short_type, status_badge, when
+from .display import (
+    between,
+    breakable,
+    pretty_json,
+    seconds_text,
+    short_type,
+    status_badge,
+    when,
+    when_short,
+)
 from .filters import HasErrorsFilter, QueueFilter, TaskFilter
 from .paginator import EstimatedCountPaginator
 
@@ -39,10 +48,10 @@ def _error_time(text):
 
 class JobAdmin(admin.ModelAdmin):
     list_display = (
-        "id", "status_badge", "task_name", "queue", "attempts_of_max", "run_at_when", "age",
+        "id", "status_badge", "task", "queue", "attempts_of_max", "run_at_when", "age",
         "duration", "worker", "last_error",
     )
-    list_display_links = ("id", "task_name")
+    list_display_links = ("id", "task")
     list_filter = ("status", QueueFilter, TaskFilter, HasErrorsFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
     search_help_text = "A job id, or text in the task name, unique key or errors."
@@ -56,21 +65,20 @@ class JobAdmin(admin.ModelAdmin):
 
     fieldsets = (
         (None, {"fields": (
-            "id", "status_badge", "task_name", "queue", "priority", "unique_key",
+            "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
         )}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
-        ("Timings", {"fields": (
-            "enqueued_at", "run_at", "claimed_at", "finished_at", "duration", "waited",
-            "expires_at", "timeout_seconds", "lease_expires_at",
-        )}),
-        ("Worker", {"fields": ("worker_detail", "claim_token")}),
         ("Payload and result", {"fields": ("payload_json", "result_json")}),
+        ("Timings", {"fields": (
+            "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
+            "timeout_seconds", "lease_expires", "claim_token",
+        )}),
     )
     readonly_fields = (
-        "id", "status_badge", "task_name", "queue", "priority", "unique_key", "attempts_of_max",
-        "retry_policy", "errors_list", "enqueued_at", "run_at", "claimed_at", "finished_at",
-        "duration", "waited", "expires_at", "timeout_seconds", "lease_expires_at",
-        "worker_detail", "claim_token", "payload_json", "result_json",
+        "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
+        "attempts_of_max", "retry_policy", "errors_list", "payload_json", "result_json",
+        "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
+        "timeout_seconds", "lease_expires", "claim_token",
     )
 
     # ---- permissions: read-only, plus one permission per action -----------------------
@@ -120,9 +128,13 @@ class JobAdmin(admin.ModelAdmin):
     def attempts_of_max(self, job):
         return f"{job.attempts} of {job.max_attempts}"
 
+    @admin.display(description="task", ordering="task_name")
+    def task(self, job):
+        return breakable(job.task_name)
+
     @admin.display(description="run at", ordering="run_at")
     def run_at_when(self, job):
-        return when(job.run_at)
+        return when_short(job.run_at)
 
     @admin.display(description="age", ordering="-enqueued_at")
     def age(self, job):
@@ -146,7 +158,7 @@ class JobAdmin(admin.ModelAdmin):
             return "-"
         url = reverse("admin:django_sqlqueue_worker_changelist", current_app=self.admin_site.name)
         return format_html('<a href="{}?{}">{}</a>', url, urlencode({"name": job.claimed_by}),
-                           job.claimed_by)
+                           breakable(job.claimed_by))
 
     @admin.display(description="last error")
     def last_error(self, job):
@@ -155,7 +167,7 @@ class JobAdmin(admin.ModelAdmin):
             return ""
         kind = short_type(getattr(job, "last_error_type", "") or "")
         text = f"{kind}: {message}" if kind else message
-        short = text if len(text) <= 70 else text[:69] + "…"
+        short = text if len(text) <= 80 else text[:79] + "…"
         return format_html('<span class="sq-error" title="{}">{}</span>', text, short)
 
     # ---- the job page --------------------------------------------------------------------
@@ -166,6 +178,30 @@ class JobAdmin(admin.ModelAdmin):
             f"{job.retry_min_delay_seconds:g} s and {job.retry_max_delay_seconds:g} s, "
             f"jitter {job.retry_jitter:.0%}"
         )
+
+    @admin.display(description="enqueued")
+    def enqueued(self, job):
+        return when(job.enqueued_at)
+
+    @admin.display(description="run at")
+    def due(self, job):
+        return when(job.run_at)
+
+    @admin.display(description="claimed (latest attempt)")
+    def claimed(self, job):
+        return when(job.claimed_at)
+
+    @admin.display(description="finished")
+    def finished(self, job):
+        return when(job.finished_at)
+
+    @admin.display(description="expires")
+    def expires(self, job):
+        return when(job.expires_at)
+
+    @admin.display(description="lease expires")
+    def lease_expires(self, job):
+        return when(job.lease_expires_at)
 
     @admin.display(description="waited")
     def waited(self, job):
@@ -208,7 +244,12 @@ class JobAdmin(admin.ModelAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         available = self.get_actions(request)
-        buttons = [(name, label) for name, label in DETAIL_ACTIONS.items() if name in available]
+        job = self.get_object(request, object_id)
+        buttons = [
+            (name, label) for name, label in DETAIL_ACTIONS.items()
+            if name in available and job is not None
+            and job.status in actions.OPERATIONS[name].applies_to
+        ]
         return super().change_view(
             request, object_id, form_url, {**(extra_context or {}), "job_actions": buttons}
         )

@@ -16,7 +16,7 @@ class InvalidWorkerOption(ValueError):
 @dataclass
 class WorkerConfig:
     queues: list | None = None  # None: every queue
-    concurrency: int = 1  # jobs run at once by this process (threads)
+    concurrency: int = 8  # jobs run at once by this process (threads)
     processes: int = 1
     burst: bool = False  # exit once nothing is ready
     max_jobs: int | None = None  # recycle the process after this many jobs

@@ -30,12 +30,13 @@ class HeldJob:
 
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, outcome_deadline: float,
-                 on_slot_free):
+                 on_slot_free, completer=None):
         self.size = size
         self.alias = alias
         self.default_timeout = default_timeout
         self.outcome_deadline = outcome_deadline  # seconds to keep retrying an outcome write
         self.on_slot_free = on_slot_free
+        self.completer = completer  # writes successes in batches; None: each job writes its own
         self.jobs_done = 0
         self._inbox: queue.Queue = queue.Queue()
         self._held: dict = {}
@@ -126,6 +127,9 @@ class Pool:
                 "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
                 job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
             )
+            return
+        if outcome.kind == "succeeded" and self.completer is not None:
+            self.completer.add(job, outcome)  # written (and logged) with the next batch
             return
         try:
             applied = call_with_retry(

@@ -21,8 +21,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from tests.process.conftest import start_worker  # noqa: F401 - the fixture, used here
-from tests.process.conftest import wait_for
+from tests.process.conftest import (
+    start_worker,  # noqa: F401 - the fixture, used here
+    wait_for,
+)
 
 SOAK = os.environ.get("SQLQUEUE_SOAK", "") not in ("", "0")
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")

@@ -88,7 +88,7 @@ def _check_job(result, job, runs, errors, killed, causes):
         if run.attempt > job.attempts:
             result.problems.append(f"job {job.pk}: a run of attempt {run.attempt}, which the "
                                    f"queue never granted (attempts={job.attempts})")
-    for earlier, later in zip(runs, runs[1:]):
+    for earlier, later in zip(runs, runs[1:], strict=False):
         result.duplicates += 1
         problem, cause = _handoff(job, earlier, later, errors.get(earlier.attempt), killed, causes)
         result.causes[cause] += 1

@@ -20,8 +20,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--queue", "-q", action="append", dest="queues", metavar="Q",
                             help="a queue to work on; repeat for several (default: every queue)")
-        parser.add_argument("--concurrency", "-c", type=int, default=1, metavar="N",
-                            help="jobs run at once per process, on threads (default 1)")
+        parser.add_argument("--concurrency", "-c", type=int, default=8, metavar="N",
+                            help="jobs run at once per process, on threads (default 8)")
         parser.add_argument("--processes", "-p", type=int, default=1, metavar="P",
                             help="worker processes under a supervisor that restarts them "
                                  "(default 1: no supervisor)")

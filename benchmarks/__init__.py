@@ -1,0 +1,1 @@
+"""The benchmark suite (not collected by pytest): see benchmarks/README.md."""

@@ -1,0 +1,53 @@
+"""Django settings for the Django-based systems under test, chosen by ``BENCH_SYSTEM``.
+
+Production-like on purpose: DEBUG off (no query log), no CONN_MAX_AGE tricks beyond the default
+(each worker keeps its connection for its life; a web process would use CONN_MAX_AGE as it likes),
+each system's own default options.
+"""
+
+import os
+from urllib.parse import urlsplit
+
+SYSTEM = os.environ["BENCH_SYSTEM"]
+_url = urlsplit(os.environ["BENCH_DSN"])
+
+SECRET_KEY = "benchmark-only"  # noqa: S105
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ALLOWED_HOSTS = ["*"]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": _url.path.lstrip("/"),
+        "USER": _url.username or "postgres",
+        "HOST": _url.hostname,
+        "PORT": _url.port,
+    }
+}
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
+LOGGING = {"version": 1, "disable_existing_loggers": False,
+           "root": {"handlers": [], "level": "WARNING"}}
+
+if SYSTEM == "sqlqueue":
+    INSTALLED_APPS += ["django_sqlqueue"]
+elif SYSTEM == "django_tasks_db":
+    INSTALLED_APPS += ["django_tasks_db"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+elif SYSTEM == "procrastinate":
+    INSTALLED_APPS += ["procrastinate.contrib.django"]
+elif SYSTEM == "django_q2":
+    INSTALLED_APPS += ["django_q"]
+    # The ORM broker on the default database; everything else as django-q2 ships it, with the
+    # worker count set to the benchmark's process count by the driver (BENCH_Q_WORKERS).
+    Q_CLUSTER = {
+        "name": "bench",
+        "orm": "default",
+        "workers": int(os.environ.get("BENCH_Q_WORKERS", "2")),
+        "timeout": 60,
+        "retry": 120,
+        "label": "Django Q2",
+    }
+
+INSTALLED_APPS += ["benchmarks.benchapp"]

@@ -1,0 +1,437 @@
+"""The measuring code every driver shares. Runs inside each system's own virtualenv, so it needs
+nothing but the standard library and psycopg 3 (which every system here installs).
+
+A driver (``benchmarks/systems/<name>.py``) subclasses :class:`System` and fills in the hooks;
+``python -m benchmarks.driver <name>`` then runs the scenarios below against it and prints one
+JSON object on stdout. Everything is timed with ``time.perf_counter`` in this process; workers
+are real subprocesses started the way the system's documentation says to start them.
+"""
+
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # the project checkout (benchmarks' parent)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def log(message: str) -> None:
+    """Progress goes to stderr: stdout carries the JSON result only."""
+    print(f"    [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values, q: float):
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def record_pickup(key) -> None:
+    """Called by the pickup task of every system as its first action: appends ``key time``."""
+    path = os.environ.get("BENCH_PICKUP_FILE")
+    if path:
+        line = f"{key} {time.time():.6f}\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _children() -> dict:
+    """pid -> parent pid for every process, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            parents[int(entry)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return parents
+
+
+def tree_pids(roots) -> list:
+    parents = _children()
+    found = [pid for pid in roots if pid in parents]
+    index = 0
+    while index < len(found):
+        pid = found[index]
+        found.extend(child for child, parent in parents.items() if parent == pid)
+        index += 1
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tree_rss(roots) -> dict:
+    """Resident memory of each process in the trees under ``roots``, MB."""
+    return {pid: rss_mb(pid) for pid in tree_pids(roots)}
+
+
+# ---- workers ------------------------------------------------------------------------------------
+class Workers:
+    """The worker processes of one scenario: started in their own sessions, stopped with SIGTERM
+    (then SIGKILL), their output kept in a log file for post-mortems."""
+
+    def __init__(self, specs, logdir: Path, label: str):
+        self.procs = []
+        self.logs = []
+        for index, (argv, env) in enumerate(specs):
+            logfile = open(logdir / f"{label}-{index}.log", "w")
+            self.logs.append(logfile)
+            self.procs.append(
+                subprocess.Popen(
+                    argv, env={**os.environ, **env}, stdout=logfile, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
+                )
+            )
+
+    @property
+    def pids(self):
+        return [proc.pid for proc in self.procs]
+
+    def alive(self) -> bool:
+        return all(proc.poll() is None for proc in self.procs)
+
+    def stop(self, timeout=10.0):
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # stragglers and grandchildren
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        for logfile in self.logs:
+            logfile.close()
+
+
+# ---- the system interface -----------------------------------------------------------------------
+class System:
+    """Hooks a driver fills in. ``dsn`` is a libpq URL of this system's own fresh database."""
+
+    name = "?"
+    label = "?"
+    #: Extra notes printed under the table (API limits, how something was measured).
+    notes: list = []
+
+    def __init__(self, dsn: str, logdir: Path):
+        self.dsn = dsn
+        self.logdir = logdir
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def setup(self) -> None:
+        """Create the schema (migrations / install)."""
+
+    def reset(self) -> None:
+        """Delete every job, so the next scenario starts from an empty queue."""
+
+    def unfinished_sql(self) -> str:
+        """SQL returning one number: jobs not finished yet."""
+        raise NotImplementedError
+
+    def enqueue_one(self, i: int) -> None:
+        """Enqueue one no-op job in its own transaction, the way a web request would."""
+        raise NotImplementedError
+
+    def bulk_enqueue(self, n: int) -> None:
+        """Enqueue ``n`` no-op jobs with the system's bulk API (or what it offers)."""
+        raise NotImplementedError
+
+    def enqueue_pickup(self, key: int) -> None:
+        """Enqueue one job that calls ``record_pickup(key)``, in its own transaction."""
+        raise NotImplementedError
+
+    def worker_specs(self, processes: int) -> list:
+        """[(argv, env)] of the processes that make ``processes`` workers, as documented."""
+        raise NotImplementedError
+
+    #: Whether ``baseline_one`` exists: a bare Django ``create()`` of a small row in a transaction.
+    has_baseline = False
+
+    def baseline_one(self, i: int) -> None:
+        pass
+
+    # Optional scenario: return False when the system cannot take part (reason in ``notes``).
+
+    def claim_setup(self, ready: int) -> bool:
+        return False
+
+    def add_finished(self, n: int) -> None:
+        raise NotImplementedError
+
+    def claim_one(self):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+# ---- scenarios ----------------------------------------------------------------------------------
+class Runner:
+    def __init__(self, system: System, sizes: dict):
+        import psycopg
+
+        self.system = system
+        self.sizes = sizes
+        self.conn = psycopg.connect(system.dsn, autocommit=True)
+
+    def unfinished(self) -> int:
+        return self.conn.execute(self.system.unfinished_sql()).fetchone()[0]
+
+    def sql(self, statement: str):
+        self.conn.execute(statement)
+
+    # enqueue, one job per transaction --------------------------------------------------------
+    def enqueue_single(self) -> dict:
+        n = self.sizes["single_enqueue"]
+        system = self.system
+        for i in range(20):  # warm up connections and caches
+            system.enqueue_one(i)
+            system.baseline_one(i)
+        system.reset()
+        times, base_times = [], []
+        for i in range(n):
+            # Interleaved with the baseline, so both see the same disk and the same moment.
+            started = time.perf_counter()
+            system.enqueue_one(i)
+            times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            if system.has_baseline:
+                system.baseline_one(i)
+                base_times.append(time.perf_counter() - started)
+        result = {
+            "n": n,
+            "jobs_per_s": n / sum(times),
+            "mean_ms": statistics.mean(times) * 1000,
+            "p50_ms": percentile(times, 50) * 1000,
+            "p95_ms": percentile(times, 95) * 1000,
+        }
+        if base_times and len(base_times) == n:
+            result["baseline_mean_ms"] = statistics.mean(base_times) * 1000
+            result["baseline_p50_ms"] = percentile(base_times, 50) * 1000
+            result["ratio_vs_baseline"] = statistics.mean(times) / statistics.mean(base_times)
+        system.reset()
+        return result
+
+    # bulk enqueue ----------------------------------------------------------------------------
+    def bulk(self) -> dict:
+        n = self.sizes["bulk_enqueue"]
+        self.system.bulk_enqueue(min(n, 1000))  # warm-up
+        self.system.reset()
+        started = time.perf_counter()
+        self.system.bulk_enqueue(n)
+        elapsed = time.perf_counter() - started
+        count = self.unfinished()
+        self.system.reset()
+        return {"n": n, "seconds": elapsed, "jobs_per_s": n / elapsed, "inserted": count}
+
+    # drain -----------------------------------------------------------------------------------
+    def drain(self, n: int, processes: int, cap: float, label: str = "drain") -> dict:
+        system = self.system
+        system.reset()
+        system.bulk_enqueue(n)
+        self.sql("CHECKPOINT")
+        total = self.unfinished()
+        samples = []  # (seconds since start, done)
+        memory = []  # (done, MB summed over the worker tree, {pid: MB})
+        workers = Workers(system.worker_specs(processes), system.logdir, label)
+        started = time.perf_counter()
+        next_memory = 0.0
+        try:
+            while True:
+                now = time.perf_counter() - started
+                done = total - self.unfinished()
+                samples.append((now, done))
+                if now >= next_memory:
+                    per_pid = tree_rss(workers.pids)
+                    memory.append((done, round(sum(per_pid.values()), 1), per_pid))
+                    next_memory = now + 1.0
+                if done >= total or now > cap:
+                    break
+                if not workers.alive():
+                    log(f"{label}: a worker process exited early; see {system.logdir}")
+                    break
+                time.sleep(0.05)
+        finally:
+            workers.stop()
+        elapsed, done = samples[-1]
+        result = {
+            "n": total, "processes": processes, "done": done, "seconds": elapsed,
+            "completed": done >= total, "jobs_per_s": done / elapsed if elapsed else None,
+        }
+        # "Once started": the rate between 10% and 90% done (or over what was done at the cap).
+        first = next((s for s in samples if s[1] >= 0.1 * total), None)
+        last = next((s for s in samples if s[1] >= 0.9 * total), samples[-1])
+        if first is not None and last[0] > first[0]:
+            result["steady_jobs_per_s"] = (last[1] - first[1]) / (last[0] - first[0])
+        first_done = next((s for s in samples if s[1] > 0), None)
+        result["first_job_after_s"] = first_done[0] if first_done else None
+        if memory:
+            result["rss_mb_start"] = memory[min(1, len(memory) - 1)][1]
+            result["rss_mb_end"] = memory[-1][1]
+            result["rss_samples"] = [(d, mb) for d, mb, _ in memory]
+            result["processes_sampled"] = len(memory[-1][2])
+        system.reset()
+        return result
+
+    # pickup latency --------------------------------------------------------------------------
+    def pickup(self) -> dict:
+        system = self.system
+        rate, count = self.sizes["pickup_rate"], self.sizes["pickup_jobs"]
+        system.reset()
+        fd, path = tempfile.mkstemp(prefix="pickup-", suffix=".txt")
+        os.close(fd)
+        os.chmod(path, 0o666)
+        specs = [(argv, {**env, "BENCH_PICKUP_FILE": path})
+                 for argv, env in system.worker_specs(self.sizes["processes"])]
+        workers = Workers(specs, system.logdir, "pickup")
+        try:
+            # Warm-up: the workers are up once these ran; then let them fall idle.
+            for key in range(-5, 0):
+                system.enqueue_pickup(key)
+            deadline = time.monotonic() + 60
+            while self.unfinished() and time.monotonic() < deadline and workers.alive():
+                time.sleep(0.1)
+            if not workers.alive() or self.unfinished():
+                raise RuntimeError(f"the workers did not run the warm-up jobs; see {system.logdir}")
+            time.sleep(2.0)
+            committed = {}
+            next_at = time.perf_counter()
+            for key in range(count):
+                next_at += random.expovariate(rate)  # Poisson arrivals at `rate` per second
+                pause = next_at - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
+                system.enqueue_pickup(key)
+                committed[key] = time.time()
+            deadline = time.monotonic() + 15
+            while self.unfinished() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            workers.stop()
+        started = {}
+        text = Path(path).read_text().splitlines()
+        os.unlink(path)
+        for line in text:
+            key, at = line.split()
+            started.setdefault(int(key), float(at))
+        latencies = [(started[k] - committed[k]) * 1000 for k in committed if k in started]
+        system.reset()
+        return {
+            "jobs": count, "rate_per_s": rate, "picked": len(latencies),
+            "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95),
+            "p99_ms": percentile(latencies, 99),
+            "max_ms": max(latencies) if latencies else None,
+        }
+
+    # claim time vs finished rows -------------------------------------------------------------
+    def claim_time(self) -> dict | None:
+        system = self.system
+        system.reset()
+        ready = self.sizes["claim_ready"]
+        if not system.claim_setup(ready):
+            return None
+        result = {"ready_jobs": ready}
+        have = 0
+        for finished in self.sizes["claim_finished"]:
+            log(f"claim time: filling to {finished:,} finished rows")
+            system.add_finished(finished - have)
+            have = finished
+            self.sql("VACUUM ANALYZE")
+            times = []
+            for _ in range(self.sizes["claim_samples"]):
+                started = time.perf_counter()
+                system.claim_one()
+                times.append(time.perf_counter() - started)
+            result[str(finished)] = {
+                "p50_ms": percentile(times, 50) * 1000,
+                "mean_ms": statistics.mean(times) * 1000,
+                "p95_ms": percentile(times, 95) * 1000,
+            }
+            system.claim_setup(ready)  # put the claimed jobs back / top the ready jobs up
+        small, large = (str(x) for x in self.sizes["claim_finished"][:2])
+        result["ratio"] = result[large]["p50_ms"] / result[small]["p50_ms"]
+        system.reset()
+        return result
+
+
+def run(system: System, sizes: dict, scenarios: list) -> dict:
+    out = {"system": system.name, "label": system.label, "version": system.version(),
+           "python": sys.version.split()[0], "notes": list(system.notes)}
+    log(f"{system.label} {out['version']}: setup")
+    system.setup()
+    runner = Runner(system, sizes)
+    for scenario in scenarios:
+        log(f"{system.label}: {scenario}")
+        started = time.perf_counter()
+        try:
+            if scenario == "enqueue":
+                out["enqueue"] = runner.enqueue_single()
+            elif scenario == "bulk":
+                out["bulk"] = runner.bulk()
+            elif scenario == "drain":
+                out["drain"] = runner.drain(
+                    sizes["drain"].get(system.name, sizes["drain"]["default"]),
+                    sizes["processes"], sizes["drain_cap_s"],
+                )
+            elif scenario == "pickup":
+                out["pickup"] = runner.pickup()
+            elif scenario == "claim":
+                out["claim"] = runner.claim_time()
+            elif scenario == "memory":
+                n = sizes["memory"].get(system.name, sizes["memory"]["default"])
+                out["memory"] = runner.drain(n, 1, sizes["memory_cap_s"], label="memory")
+        except Exception as exc:  # reported, not fatal: the other scenarios still run
+            import traceback
+
+            traceback.print_exc()
+            out[scenario] = {"error": f"{type(exc).__name__}: {exc}"}
+        log(f"{system.label}: {scenario} took {time.perf_counter() - started:.1f}s: "
+            f"{json.dumps(_short(out.get(scenario)))}")
+    system.close()
+    return out
+
+
+def _short(value):
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items() if k != "rss_samples"}
+    if isinstance(value, float):
+        return round(value, 2)
+    return value

@@ -1,0 +1,53 @@
+"""The throwaway PostgreSQL server of a benchmark run: the test suite's cluster helper
+(tests/postgres_cluster.py: initdb into a temp dir, a free port, the ``postgres`` user when we are
+root), started with PostgreSQL's default durability settings instead of the test suite's fsync=off.
+"""
+
+import subprocess
+
+from tests.postgres_cluster import Cluster
+
+#: Only what a benchmark needs beyond the defaults: room for every worker's connections and a
+#: socket on loopback. fsync, synchronous_commit, full_page_writes and wal_sync_method stay at
+#: PostgreSQL's defaults (on, on, on, fdatasync), as in production.
+SERVER_OPTIONS = [
+    "-c listen_addresses=127.0.0.1",
+    "-c max_connections=200",
+]
+
+
+class BenchCluster(Cluster):
+    def start(self):
+        if not self.datadir.exists():
+            self._run(
+                "initdb", "-D", str(self.datadir), "-U", self.superuser, "--auth=trust",
+                "-E", "UTF8", "--no-instructions",
+            )
+        options = " ".join([f"-p {self.port}", f"-k {self.base}", *SERVER_OPTIONS])
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.datadir),
+                  "-l", str(self.logfile), "-o", options)
+        return self
+
+    def dsn(self, dbname: str) -> str:
+        return f"postgresql://{self.superuser}@127.0.0.1:{self.port}/{dbname}"
+
+    def psql(self, dbname: str, sql: str) -> str:
+        result = subprocess.run(
+            [str(self.bindir / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+             "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser, "-d", dbname,
+             "-c", sql],
+            capture_output=True, text=True, check=True,
+        )
+        return result.stdout.strip()
+
+    def create_database(self, dbname: str) -> str:
+        self.psql("postgres", f'DROP DATABASE IF EXISTS "{dbname}"')
+        self.psql("postgres", f'CREATE DATABASE "{dbname}"')
+        return self.dsn(dbname)
+
+    def settings(self) -> dict:
+        names = ["server_version", "fsync", "synchronous_commit", "full_page_writes",
+                 "wal_sync_method", "shared_buffers", "max_connections"]
+        rows = self.psql("postgres", "SELECT name, setting FROM pg_settings WHERE name IN ("
+                         + ", ".join(f"'{n}'" for n in names) + ")")
+        return dict(line.split("|", 1) for line in rows.splitlines())

@@ -1,0 +1,94 @@
+"""django-sqlqueue, installed editable from this checkout, with its defaults."""
+
+from django.db import connection, transaction
+
+from .. import harness
+from . import _django
+
+NAME = "sqlqueue"
+TABLE = "django_sqlqueue_job"
+FINISHED_INSERT = f"""
+INSERT INTO {TABLE} (task_name, queue, payload, priority, status, attempts, max_attempts,
+    retry_backoff_seconds, retry_min_delay_seconds, retry_max_delay_seconds, retry_jitter,
+    enqueued_at, run_at, claimed_at, finished_at, errors, result)
+SELECT 'benchmarks.benchapp.tasks.noop', 'default', '{{"args": [], "kwargs": {{}}}}', 0,
+    'succeeded', 1, 5, 5, 1, 3600, 0.1, now(), now(), now(), now(), '[]', 'null'
+FROM generate_series(1, %s)
+"""  # noqa: S608 - constant names only
+
+
+class System(harness.System):
+    name = NAME
+    label = "django-sqlqueue"
+    notes = []
+    has_baseline = True
+
+    def __init__(self, dsn, logdir):
+        super().__init__(dsn, logdir)
+        _django.setup_django(NAME, dsn)
+        from benchmarks.benchapp import tasks
+        from benchmarks.benchapp.models import Order
+        from django_sqlqueue.models import Job
+
+        self.tasks, self.Order, self.Job = tasks, Order, Job
+
+    def version(self):
+        import django
+
+        import django_sqlqueue
+
+        return f"{django_sqlqueue.__version__} (Django {django.get_version()})"
+
+    def setup(self):
+        _django.manage(NAME, self.dsn, "migrate", "--run-syncdb")
+
+    def reset(self):
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {TABLE}, benchapp_order")  # noqa: S608
+
+    def unfinished_sql(self):
+        return f"SELECT count(*) FROM {TABLE} WHERE status IN ('queued', 'running', 'failed')"  # noqa: S608
+
+    def enqueue_one(self, i):
+        with transaction.atomic():
+            self.tasks.noop.enqueue(i)
+
+    def baseline_one(self, i):
+        with transaction.atomic():
+            self.Order.objects.create(email=f"customer{i}@example.com", total=i)
+
+    def bulk_enqueue(self, n):
+        batch = 10_000
+        for start in range(0, n, batch):
+            jobs = [self.tasks.noop.prepare(i) for i in range(start, min(n, start + batch))]
+            with transaction.atomic():
+                self.Job.objects.bulk_enqueue(jobs)
+
+    def enqueue_pickup(self, key):
+        with transaction.atomic():
+            self.tasks.pickup.enqueue(key)
+
+    def worker_specs(self, processes):
+        argv = _django.manage_argv("runworker", "--verbosity", "0")
+        if processes > 1:
+            argv += ["--processes", str(processes)]
+        return [(argv, _django.env(NAME, self.dsn))]
+
+    # claim time --------------------------------------------------------------------------
+    def claim_setup(self, ready):
+        with transaction.atomic():
+            self.Job.objects.filter(status="running").delete()
+            missing = ready - self.Job.objects.filter(status="queued").count()
+            if missing > 0:
+                self.Job.objects.bulk_enqueue(
+                    [self.tasks.noop.prepare(i) for i in range(missing)]
+                )
+        return True
+
+    def add_finished(self, n):
+        with connection.cursor() as cursor:
+            cursor.execute(FINISHED_INSERT, [n])
+
+    def claim_one(self):
+        (job,) = self.Job.objects.claim(None, "bench", limit=1)
+        return job

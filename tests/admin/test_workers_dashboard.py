@@ -1,0 +1,194 @@
+"""The workers page, the queue dashboard and its chart, and the links to them."""
+
+import datetime as dt
+from html import unescape
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from django_sqlqueue.admin.chart import nice_ceiling, throughput_svg
+from django_sqlqueue.admin.dashboard import build, throughput
+from django_sqlqueue.models import Worker
+from tests.factories import JobFactory, WorkerFactory
+
+pytestmark = pytest.mark.django_db
+WORKERS = reverse("admin:django_sqlqueue_worker_changelist")
+DASHBOARD = reverse("admin:django_sqlqueue_job_dashboard")
+LIST = reverse("admin:django_sqlqueue_job_changelist")
+
+
+def ago(**kwargs):
+    return timezone.now() - dt.timedelta(**kwargs)
+
+
+# ---- workers ---------------------------------------------------------------------------------
+def test_workers_page_shows_liveness_and_running_jobs(admin_client, settings):
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "LEASE_SECONDS": 30}
+    alive = WorkerFactory(queues=["emails"], concurrency=2)
+    WorkerFactory(last_heartbeat_at=ago(seconds=45))
+    WorkerFactory(last_heartbeat_at=ago(minutes=5))
+    running = JobFactory(running=True, claimed_by=alive.name, task_name="shop.tasks.send")
+    JobFactory(succeeded=True, claimed_by=alive.name)  # finished: not "running now"
+    html = unescape(admin_client.get(WORKERS).content.decode())
+    assert ">alive</span>" in html and ">late</span>" in html and ">presumed dead</span>" in html
+    assert "1 of 2" in html
+    assert f"#{running.pk}</a> shop.tasks.send" in html
+    assert "emails" in html and "all queues" in html
+    assert f"status__exact=running&claimed_by={alive.name}".replace(":", "%3A") in html
+
+
+def test_workers_page_reads_running_jobs_in_one_query(admin_client, django_assert_num_queries):
+    def page_queries():
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            admin_client.get(WORKERS)
+        return len(queries)
+
+    for _ in range(2):
+        worker = WorkerFactory()
+        JobFactory(running=True, claimed_by=worker.name)
+    few = page_queries()
+    for _ in range(8):
+        worker = WorkerFactory()
+        JobFactory.create_batch(2, running=True, claimed_by=worker.name)
+    assert page_queries() == few
+
+
+def test_a_worker_filter_from_the_job_list(admin_client):
+    one, _other = WorkerFactory(), WorkerFactory()
+    response = admin_client.get(WORKERS, {"name": one.name})
+    assert [w.pk for w in response.context["cl"].result_list] == [one.pk]
+
+
+def test_worker_page_is_read_only(admin_client):
+    worker = WorkerFactory()
+    JobFactory(running=True, claimed_by=worker.name)
+    change = reverse("admin:django_sqlqueue_worker_change", args=[worker.pk])
+    response = admin_client.get(change)
+    assert response.status_code == 200 and "1 of 4" in response.content.decode()
+    assert admin_client.post(change, {"name": "x"}).status_code == 403
+    assert admin_client.get(reverse("admin:django_sqlqueue_worker_add")).status_code == 403
+    delete = reverse("admin:django_sqlqueue_worker_delete", args=[worker.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert Worker.objects.filter(pk=worker.pk).exists()
+
+
+def test_workers_page_needs_the_view_permission(client):
+    from tests.admin.conftest import make_staff
+
+    client.force_login(make_staff("jobs-only", "view_job"))
+    assert client.get(WORKERS).status_code == 403
+
+
+# ---- dashboard --------------------------------------------------------------------------------
+@pytest.fixture
+def busy_queues():
+    now = timezone.now()
+    WorkerFactory(queues=["default"])
+    JobFactory.create_batch(3, queue="default", run_at=now - dt.timedelta(minutes=2))
+    JobFactory(queue="default", running=True)
+    JobFactory(queue="reports", run_at=now - dt.timedelta(minutes=20))  # nobody serves it
+    for minutes in (1, 1, 5, 30):
+        JobFactory(queue="default", succeeded=True, finished_at=now - dt.timedelta(minutes=minutes))
+    JobFactory(queue="default", exhausted=True, finished_at=now - dt.timedelta(minutes=5))
+    JobFactory(queue="default", succeeded=True, finished_at=now - dt.timedelta(hours=3))
+    return now
+
+
+def test_throughput_buckets_per_minute(busy_queues):
+    now = busy_queues
+    start, per_queue = throughput(now)
+    assert start == now.replace(second=0, microsecond=0) - dt.timedelta(minutes=59)
+    buckets = per_queue["default"]
+    assert len(buckets) == 60
+    assert sum(s for s, _ in buckets) == 4  # the one three hours ago is outside the hour
+    assert sum(f for _, f in buckets) == 1
+    minute = int(((now - dt.timedelta(minutes=5)).replace(second=0, microsecond=0) - start)
+                 .total_seconds() // 60)
+    assert buckets[minute] == [1, 1]
+    assert "reports" not in per_queue
+
+
+def test_dashboard_data(busy_queues):
+    data = build(LIST, now=busy_queues)
+    cards = {card.name: card for card in data["cards"]}
+    assert set(cards) == {"default", "reports"}
+    default, reports = cards["default"], cards["reports"]
+    assert default.counts == {"queued": 3, "running": 1, "succeeded": 5, "exhausted": 1}
+    assert default.workers == 1 and not default.unserved
+    assert 110 < default.lag_seconds < 130 and default.lag_level == "warn"
+    assert reports.workers == 0 and reports.unserved and reports.lag_level == "alert"
+    assert data["unserved"] == ["reports"]
+    assert data["succeeded_hour"] == 4 and data["failed_hour"] == 1
+    assert data["workers_live"] == 1
+
+
+def test_dashboard_page(admin_client, busy_queues):
+    response = admin_client.get(DASHBOARD)
+    html = unescape(response.content.decode())
+    assert response.status_code == 200
+    assert "Queue dashboard" in html
+    assert 'Jobs are due in queue “reports” and no live worker takes that queue' in html
+    assert html.count('<svg class="sq-chart"') == 3  # all queues, default, reports
+    assert "succeeded: 4" in html and "failed (ended exhausted): 1" in html
+    assert "−60 min" in html and "now</text>" in html and "jobs per minute" in html
+    assert f"{LIST}?status__exact=exhausted&queue=default" in html
+    assert "ended <em>exhausted</em>" in html  # what "failed" means is said on the page
+
+
+def test_dashboard_with_no_jobs(admin_client):
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert "No jobs yet." in html
+
+
+def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries):
+    with django_assert_max_num_queries(6):  # session, user, stats (2), throughput, workers
+        admin_client.get(DASHBOARD)
+
+
+def test_dashboard_needs_the_view_permission(client, django_user_model):
+    from tests.admin.conftest import make_staff
+
+    client.force_login(make_staff("workers-only", "view_worker"))
+    assert client.get(DASHBOARD).status_code == 403
+    anonymous = client.__class__()
+    assert anonymous.get(DASHBOARD).status_code == 302
+
+
+def test_a_silent_worker_is_reported(admin_client, settings):
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "LEASE_SECONDS": 30}
+    WorkerFactory(last_heartbeat_at=ago(minutes=10))
+    JobFactory()
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert "1 worker stopped sending heartbeats" in html
+
+
+def test_chart_scale_and_escaping():
+    assert [nice_ceiling(n) for n in (0, 1, 3, 7, 12, 51, 180)] == [1, 1, 5, 10, 20, 100, 200]
+    buckets = [[0, 0]] * 59 + [[7, 2]]
+    svg = str(throughput_svg(buckets, timezone.now(), label='queue "<x>"'))
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert "&lt;x&gt;" in svg and '"<x>"' not in svg
+    assert ">10</text>" in svg  # the scale: 7 rounds up to 10
+    assert svg.count('fill="#2e9d4a"') == 2  # the legend and one bar
+
+
+# ---- links from the admin index ------------------------------------------------------------
+def test_admin_index_lists_jobs_and_workers(admin_client):
+    html = admin_client.get(reverse("admin:index")).content.decode()
+    assert LIST in html and WORKERS in html
+    assert reverse("admin:app_list", args=["django_sqlqueue"]) in html
+
+
+def test_app_page_links_the_dashboard(admin_client):
+    html = admin_client.get(reverse("admin:app_list", args=["django_sqlqueue"])).content.decode()
+    assert DASHBOARD in html and "Queue dashboard" in html
+    assert f"{LIST}?status__exact=exhausted" in html
+
+
+def test_lists_link_the_dashboard(admin_client):
+    assert DASHBOARD in admin_client.get(LIST).content.decode()
+    assert DASHBOARD in admin_client.get(WORKERS).content.decode()

@@ -1,0 +1,105 @@
+"""Scenarios 2 and 3: the database goes away under a working fleet, by ``pg_ctl restart -m fast``
+or by ``pg_terminate_backend`` of every worker connection (LISTEN connections included). Every job
+still ends succeeded, none is lost, no worker exits, and every job that ran twice did so because
+the queue recorded its earlier attempt as failed by the outage (see ledger.py)."""
+
+import random
+import time
+
+import pytest
+from django.db import connection, connections
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.ledger import tally
+from tests.process.conftest import wait_for
+from tests.testapp.jobs import work
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+JOBS = sized(3_000, 50_000)
+CONCURRENCIES = (1, 2, 4, 1, 2, 4)
+# Jobs whose own writes fail while the database is away are retried after 0.2 s, 0.4 s, ...
+SETTINGS = {
+    "LEASE_SECONDS": 5, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.3,
+    "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2, "MAX_RETRY_DELAY_SECONDS": 5,
+    "MAX_ATTEMPTS": 25,
+}
+
+
+def _succeeded():
+    return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
+
+
+def _enqueue(count):
+    return Job.objects.bulk_enqueue(work.prepare(key=str(n), max_sleep_ms=10) for n in range(count))
+
+
+def _finish(fleet, jobs, started):
+    wait_for(lambda: _succeeded() == len(jobs), timeout=sized(180, 1800), interval=0.5,
+             what="every job to succeed")
+    seconds = elapsed(started)
+    assert fleet.running(), f"a worker exited: {fleet.dead()}"
+    return seconds
+
+
+def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
+                                                            reliability):
+    if pg_cluster is None:
+        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+    jobs = _enqueue(JOBS)
+    started = time.monotonic()
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    restarts = sized(2, 10)
+    for n in range(restarts):
+        # Spread over the run: after 25% and 60% of the jobs in CI.
+        target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
+        wait_for(lambda t=target: _succeeded() >= t, timeout=120, interval=0.2,
+                 what=f"progress before restart {n + 1}")
+        pg_cluster.restart(mode="fast")
+        connections.close_all()
+    assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
+    seconds = _finish(fleet, jobs, started)
+    codes = fleet.stop()
+
+    result = tally()
+    reliability("restarts", workers=len(CONCURRENCIES), restarts=restarts,
+                worker_exits=0, **result.figures(), seconds=seconds)
+    result.assert_clean()
+    assert codes == [0] * len(codes), fleet.output()[-5000:]
+    assert "database unavailable" in fleet.output()
+
+
+def _terminate_worker_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, reliability):
+    rng = random.Random(run_seed := seed())
+    jobs = _enqueue(JOBS)
+    started = time.monotonic()
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    wait_for(lambda: _succeeded() >= len(jobs) // 10, timeout=120, what="the fleet to start")
+    rounds = terminated = 0
+    while rounds < sized(15, 500) and _succeeded() < len(jobs):
+        terminated += _terminate_worker_connections()
+        rounds += 1
+        time.sleep(rng.uniform(0.3, 1.0))
+    assert _succeeded() < len(jobs), "the terminations came after the run: nothing was tested"
+    seconds = _finish(fleet, jobs, started)
+    codes = fleet.stop()
+
+    result = tally()
+    reliability("terminations", seed=run_seed, workers=len(CONCURRENCIES), rounds=rounds,
+                terminated_connections=terminated, worker_exits=0, **result.figures(),
+                seconds=seconds)
+    result.assert_clean()
+    assert codes == [0] * len(codes), fleet.output()[-5000:]
+    assert rounds >= 5 and terminated >= 5 * len(CONCURRENCIES)
