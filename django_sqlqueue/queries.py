@@ -5,7 +5,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models import Count, F, Min, Q
+from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -59,8 +59,11 @@ class JobQuerySet(models.QuerySet):
         return self.filter(status=JobStatus.RUNNING)
 
     def lease_expired(self, now=None):
-        """Running jobs whose worker stopped renewing the lease."""
-        return self.running().filter(lease_expires_at__lt=now or timezone.now())
+        """Running jobs whose worker stopped renewing the lease (or that never had one: a row
+        written as 'running' by hand)."""
+        return self.running().filter(
+            Q(lease_expires_at__lt=now or timezone.now()) | Q(lease_expires_at__isnull=True)
+        )
 
     def in_queues(self, queues):
         """Jobs of the given queue names; ``None`` means every queue."""
@@ -198,9 +201,16 @@ class JobQuerySet(models.QuerySet):
         taken_keys = self.model.objects.using(self.db).unfinished().filter(
             unique_key__isnull=False
         ).values("unique_key")
+        retryable = self.filter(status__in=RETRYABLE_STATUSES).exclude(unique_key__in=taken_keys)
+        # Of several selected jobs sharing a unique key, only the newest can hold it again.
+        newest_per_key = (
+            retryable.filter(unique_key__isnull=False).values("unique_key")
+            .annotate(newest=Max("pk")).values("newest")
+        )
         return (
-            self.filter(status__in=RETRYABLE_STATUSES)
-            .exclude(unique_key__in=taken_keys)
+            self.model.objects.using(self.db)
+            .filter(pk__in=retryable.values("pk"))
+            .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
             .update(
                 status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
                 lease_expires_at=None,

@@ -30,6 +30,14 @@ if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
     echo "Or set DATABASE_URL to a PostgreSQL server you run." >&2; exit 1; }
 fi
 
+# The admin's browser test (tests/admin/test_browser.py) drives Debian's Chromium through its
+# driver. Without them that test fails, saying so; SQLQUEUE_SKIP_BROWSER=1 skips it instead.
+if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/bin/chromium}" ] ||
+    [ ! -x "${SQLQUEUE_CHROMEDRIVER:-/usr/bin/chromedriver}" ]; }; then
+  apt_install "Chromium or its driver (for the browser test)" chromium chromium-driver ||
+    echo "The browser test will fail without them (SQLQUEUE_SKIP_BROWSER=1 skips it)." >&2
+fi
+
 python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
   local want=$1 candidate
   for candidate in python3.13 python3.12 python3 \

@@ -64,6 +64,18 @@ class System(harness.System):
             with transaction.atomic():
                 self.Job.objects.bulk_enqueue(jobs)
 
+    def prefill(self, n):
+        # A plain SQL INSERT of task name and payload is a documented way to enqueue; every
+        # other column takes its database default. Much faster than building n Job objects.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
+                "SELECT 'benchmarks.benchapp.tasks.noop', "
+                "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
+                "FROM generate_series(1, %s) AS i",
+                [n],
+            )
+
     def enqueue_pickup(self, key):
         with transaction.atomic():
             self.tasks.pickup.enqueue(key)

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from django.contrib import admin, messages
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.template.response import TemplateResponse
 
@@ -74,7 +75,20 @@ def _status_rank(status) -> int:
 def perform(modeladmin, request, queryset, operation: Operation) -> int:
     """Run ``operation`` on the selection and tell the user what changed and what did not."""
     before = counts_by_status(queryset)
-    changed = operation.run(queryset)
+    try:
+        with transaction.atomic(using=queryset.db):  # a savepoint: a refusal changes nothing
+            changed = operation.run(queryset)
+    except IntegrityError as exc:
+        # A unique key taken by a job enqueued meanwhile (between the selection and the
+        # UPDATE) is refused by the unique index: say so instead of failing with a server error.
+        logger.warning("admin action=%s refused by the database: %s", operation.name, exc)
+        modeladmin.message_user(
+            request,
+            "Nothing was changed: the database refused it. Several selected jobs may share a "
+            "unique key, which only one unfinished job can hold; select one job per key.",
+            messages.ERROR,
+        )
+        return 0
     selected = sum(before.values())
     logger.info(
         "admin action=%s user=%s selected=%s changed=%s", operation.name,

@@ -23,12 +23,12 @@ AXIS_Y = TOP + HALF
 
 
 def nice_ceiling(value: int) -> int:
-    """The smallest of 1, 2, 5, 10, 20, 50... that is at least ``value``."""
+    """The smallest of 1, 2, 5, 10, 20, 25, 50, 100, 200, 250... that is at least ``value``."""
     step = 1
     while True:
-        for factor in (1, 2, 5):
-            if step * factor >= value:
-                return step * factor
+        for factor in (1, 2, 2.5, 5):
+            if step * factor >= value and float(step * factor).is_integer():
+                return int(step * factor)
         step *= 10
 
 
@@ -42,9 +42,9 @@ def throughput_svg(buckets, start, *, label: str):
     succeeded = sum(s for s, _ in buckets)
     failed = sum(f for _, f in buckets)
     parts = [
-        f'<svg class="sq-chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
-        f'height="{HEIGHT}" role="img" aria-label="{escape(label)}: {succeeded} succeeded and '
-        f'{failed} failed in the last {minutes} minutes" xmlns="http://www.w3.org/2000/svg">',
+        f'<svg class="sq-chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(label)}: {succeeded} succeeded and {failed} failed in the last '
+        f'{minutes} minutes" xmlns="http://www.w3.org/2000/svg">',
         # legend
         f'<rect x="{LEFT}" y="6" width="11" height="11" rx="2" fill="{GREEN}"/>',
         f'<text x="{LEFT + 16}" y="16" class="sq-legend">succeeded: {succeeded}</text>',

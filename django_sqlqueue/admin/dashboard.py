@@ -29,6 +29,7 @@ from .workers import DEAD, heartbeat_state, serves
 WINDOW_MINUTES = 60
 LAG_WARNING_SECONDS = 60
 LAG_ALERT_SECONDS = 600
+LEVELS = ["alert", "warn", "ok"]
 
 
 @dataclass
@@ -48,7 +49,9 @@ class QueueCard:
 
     @property
     def lag_text(self) -> str:
-        return seconds_text(self.lag_seconds) if self.lag_seconds is not None else "none due"
+        if self.lag_seconds is None:
+            return "none due"
+        return seconds_text(self.lag_seconds, coarse=True)
 
     @property
     def lag_level(self) -> str:
@@ -105,6 +108,8 @@ def build(list_url: str, now=None) -> dict:
         card.bars = status_bars(card.counts, list_url, name)
         card.chart = throughput_svg(card.buckets, start, label=f"Throughput of queue {name}")
         cards.append(card)
+    # Trouble first: queues nobody serves, then by how late they are, then by name.
+    cards.sort(key=lambda c: (not c.unserved, LEVELS.index(c.lag_level), c.name))
     totals = {status: sum(c.counts.get(status, 0) for c in cards) for status in STATUS_ORDER}
     all_buckets = [
         [sum(c.buckets[i][0] for c in cards), sum(c.buckets[i][1] for c in cards)]
@@ -120,7 +125,7 @@ def build(list_url: str, now=None) -> dict:
         "overall_chart": throughput_svg(all_buckets, start, label="Throughput of all queues"),
         "succeeded_hour": sum(b[0] for b in all_buckets),
         "failed_hour": sum(b[1] for b in all_buckets),
-        "max_lag": seconds_text(max(lags)) if lags else "none due",
+        "max_lag": seconds_text(max(lags), coarse=True) if lags else "none due",
         "max_lag_level": QueueCard("", {}, max(lags) if lags else None).lag_level,
         "workers_total": len(workers),
         "workers_live": len(live),

@@ -40,13 +40,16 @@ def status_badge(status):
     )
 
 
-def seconds_text(seconds) -> str:
-    """A short duration: 850 ms, 4.2 s, 3 m 05 s, 2 h 13 m, 3 d 4 h."""
+def seconds_text(seconds, *, coarse=False) -> str:
+    """A short duration: 850 ms, 4.2 s, 3 m 05 s, 2 h 13 m, 3 d 4 h. Coarse, for lists: whole
+    seconds under a minute, then whole minutes under an hour (34 s, 3 m, 2 h 13 m)."""
     if seconds is None:
         return "-"
     seconds = float(seconds)
     if seconds < 0:
         seconds = 0.0
+    if coarse and seconds < 3600:
+        return f"{seconds:.0f} s" if seconds < 60 else f"{seconds // 60:.0f} m"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -68,9 +71,11 @@ def between(start, end):
     return (end - start).total_seconds()
 
 
-def relative(value, now=None) -> str:
+def relative(value, now=None, *, coarse=False) -> str:
     delta = (value - (now or timezone.now())).total_seconds()
-    return f"in {seconds_text(delta)}" if delta > 0 else f"{seconds_text(-delta)} ago"
+    if delta > 0:
+        return f"in {seconds_text(delta, coarse=coarse)}"
+    return f"{seconds_text(-delta, coarse=coarse)} ago"
 
 
 def absolute(value) -> str:
@@ -91,7 +96,9 @@ def when_short(value, now=None):
     """How far from now, with the timestamp as a tooltip: for list columns."""
     if value is None:
         return "-"
-    return format_html('<span title="{}">{}</span>', absolute(value), relative(value, now))
+    return format_html(
+        '<span title="{}">{}</span>', absolute(value), relative(value, now, coarse=True)
+    )
 
 
 def breakable(text: str, separators=".:"):

@@ -138,7 +138,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="age", ordering="-enqueued_at")
     def age(self, job):
-        return seconds_text(between(job.enqueued_at, timezone.now()))
+        return seconds_text(between(job.enqueued_at, timezone.now()), coarse=True)
 
     @admin.display(description="duration")
     def duration(self, job):
@@ -154,11 +154,14 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="worker", ordering="claimed_by")
     def worker(self, job):
+        """host:pid of the worker (its random suffix in the tooltip), linked to it."""
         if not job.claimed_by:
             return "-"
         url = reverse("admin:django_sqlqueue_worker_changelist", current_app=self.admin_site.name)
-        return format_html('<a href="{}?{}">{}</a>', url, urlencode({"name": job.claimed_by}),
-                           breakable(job.claimed_by))
+        short = job.claimed_by.rsplit(":", 1)[0] if job.claimed_by.count(":") >= 2 else (
+            job.claimed_by)
+        return format_html('<a href="{}?{}" title="{}">{}</a>', url,
+                           urlencode({"name": job.claimed_by}), job.claimed_by, short)
 
     @admin.display(description="last error")
     def last_error(self, job):
@@ -167,7 +170,7 @@ class JobAdmin(admin.ModelAdmin):
             return ""
         kind = short_type(getattr(job, "last_error_type", "") or "")
         text = f"{kind}: {message}" if kind else message
-        short = text if len(text) <= 80 else text[:79] + "…"
+        short = text if len(text) <= 72 else text[:71] + "…"
         return format_html('<span class="sq-error" title="{}">{}</span>', text, short)
 
     # ---- the job page --------------------------------------------------------------------
@@ -232,7 +235,9 @@ class JobAdmin(admin.ModelAdmin):
                         seconds_text(between(worker.last_heartbeat_at, timezone.now())))
             if worker else "no longer registered (it stopped or was reaped)"
         )
-        return format_html("{} <span class='sq-muted'>({})</span>", self.worker(job), state)
+        url = reverse("admin:django_sqlqueue_worker_changelist", current_app=self.admin_site.name)
+        return format_html('<a href="{}?{}">{}</a> <span class="sq-muted">({})</span>', url,
+                           urlencode({"name": job.claimed_by}), job.claimed_by, state)
 
     @admin.display(description="payload")
     def payload_json(self, job):
@@ -283,7 +288,8 @@ class JobAdmin(admin.ModelAdmin):
         job = self.get_object(request, object_id)
         if job is None:
             raise Http404(f"No job with id {object_id!r}.")
-        func = available[action][0]
+        entry = available[action]  # an Action on Django 6.1+, a (func, name, text) tuple before
+        func = entry.func if hasattr(entry, "func") else entry[0]
         func(self, request, self.get_queryset(request).filter(pk=job.pk))
         return HttpResponseRedirect(
             reverse("admin:django_sqlqueue_job_change", args=[job.pk],

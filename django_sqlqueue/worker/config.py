@@ -5,6 +5,8 @@ import secrets
 import socket
 from dataclasses import dataclass, field
 
+from django.conf import settings as django_settings
+
 from ..conf import get_settings
 from ..validation import queue_name
 
@@ -51,6 +53,11 @@ class WorkerConfig:
         ]:
             if value is not None and value <= 0:
                 problems.append(f"{option} must be more than 0, not {value}")
+        if self.database is not None and self.database not in django_settings.DATABASES:
+            problems.append(
+                f"--database {self.database!r} is not in settings.DATABASES "
+                f"(aliases: {', '.join(django_settings.DATABASES)})"
+            )
         if self.shutdown_timeout < 0:
             problems.append(f"--shutdown-timeout must be 0 or more, not {self.shutdown_timeout}")
         if problems:

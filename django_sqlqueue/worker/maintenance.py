@@ -19,6 +19,11 @@ logger = logging.getLogger(__name__)
 ADVISORY_LOCK_KEY = 0x53514C51_4D41494E  # "SQLQ" "MAIN": an arbitrary constant, ours alone
 
 
+#: Pruning reads the finished rows without an index (one would cost a write per job), so it runs
+#: at most this often rather than at every pass.
+PRUNE_EVERY_SECONDS = 600
+
+
 class Maintenance:
     def __init__(self, *, alias: str, lease_seconds: float, keep_succeeded, keep_failed,
                  host=None):
@@ -27,6 +32,7 @@ class Maintenance:
         self.keep_succeeded = keep_succeeded
         self.keep_failed = keep_failed
         self.host = host or socket.gethostname()
+        self.pruned_at = None  # when this process last pruned
 
     def run_once(self, now=None) -> dict:
         """One pass. Returns counts, or {} when another worker holds the lock (PostgreSQL)."""
@@ -38,13 +44,21 @@ class Maintenance:
                 "expired": Job.objects.using(self.alias).expire(now),
                 "reaped": self.reap_dead_workers(now),
                 "rescued": Job.objects.using(self.alias).lease_expired(now).rescue(now),
-                "pruned": Job.objects.using(self.alias).prune(
-                    now, keep_succeeded=self.keep_succeeded, keep_failed=self.keep_failed
-                ),
+                "pruned": self._prune(now),
             }
         if any(counts.values()):
             logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in counts.items()))
         return counts
+
+    def _prune(self, now) -> int:
+        if self.pruned_at is not None and (now - self.pruned_at).total_seconds() < (
+            PRUNE_EVERY_SECONDS
+        ):
+            return 0
+        self.pruned_at = now
+        return Job.objects.using(self.alias).prune(
+            now, keep_succeeded=self.keep_succeeded, keep_failed=self.keep_failed
+        )
 
     def _lock(self) -> bool:
         connection = connections[self.alias]

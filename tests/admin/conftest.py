@@ -8,8 +8,9 @@ suite runs. (The worker subprocesses of other tests use tests.settings and never
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Permission, User
 from django.test.utils import override_settings
+
+from tests.admin.users import make_staff
 
 ADMIN_SETTINGS = {
     "INSTALLED_APPS": [
@@ -61,11 +62,3 @@ def operator(db):
         "operator", "view_job", "view_worker", "retry_job", "run_job_now", "cancel_job",
         "delete_job",
     )
-
-
-def make_staff(username, *codenames):
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="django_sqlqueue", codename__in=codenames)
-    )
-    return user

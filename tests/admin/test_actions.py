@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.queries import JobQuerySet
+from tests.admin.users import make_staff
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -77,6 +78,16 @@ def test_retry_now_skips_a_job_whose_unique_key_is_taken(as_operator):
     assert statuses(old) == ["exhausted"]
 
 
+def test_retry_now_of_two_jobs_with_the_same_unique_key_queues_only_the_newest(as_operator):
+    """Only one unfinished job may hold a unique key: retry_now() queues the newest of them."""
+    older, newer = [JobFactory(exhausted=True, unique_key="receipt:9") for _ in range(2)]
+    other = JobFactory(exhausted=True)
+    response = act(as_operator, "retry_now", [older, newer, other])
+    assert response.status_code == 200
+    assert messages_of(response)[0] == "2 jobs queued again, due now."
+    assert statuses(older, newer, other) == ["exhausted", "queued", "queued"]
+
+
 def test_run_now_makes_waiting_jobs_due(as_operator):
     scheduled = JobFactory(scheduled=True)
     due = JobFactory()
@@ -134,8 +145,6 @@ def test_actions_call_the_queryset_api(as_operator, monkeypatch, action, method)
     ("delete_selected", "delete_job"),
 ])
 def test_each_action_needs_its_own_permission(client, action, permission):
-    from tests.admin.conftest import make_staff
-
     everything_else = {"retry_job", "run_job_now", "cancel_job", "delete_job"} - {permission}
     client.force_login(make_staff("almost", "view_job", *everything_else))
     jobs = [JobFactory(failed=True, scheduled=True), JobFactory(exhausted=True)]

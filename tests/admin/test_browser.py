@@ -1,9 +1,10 @@
 """The admin in a real browser: log in, filter the failed jobs, retry one, see it queued, and
-take the screenshots that docs/admin.md and the README show.
+take the screenshots that docs/admin.md and the README show (the data: tests/admin/demo_data.py).
 
-Runs in the PostgreSQL pass, with Debian's chromium and chromium-driver (``apt-get install -y
-chromium chromium-driver``; scripts/test.sh installs them when run as root). A missing browser
-fails the test; set ``SQLQUEUE_SKIP_BROWSER=1`` to skip it instead. The screenshots go to a
+Runs in the PostgreSQL pass (of the Django 6 run of scripts/test.sh: it is marked ``browser``),
+with Debian's chromium and chromium-driver (``apt-get install -y chromium chromium-driver``;
+scripts/test.sh installs them when run as root). A missing browser fails the test; set
+``SQLQUEUE_SKIP_BROWSER=1`` to skip it instead. The screenshots go to a
 temporary directory, or to ``SQLQUEUE_SCREENSHOTS_DIR``; to refresh the ones in the docs:
 
     SQLQUEUE_SCREENSHOTS_DIR=docs/images SQLQUEUE_TEST_DATABASE=postgresql \\
@@ -73,6 +74,7 @@ def screenshots(tmp_path):
     return save
 
 
+@pytest.mark.browser
 @pytest.mark.postgresql
 def test_find_a_failed_job_retry_it_and_see_it_queued(
     browser, live_server, django_user_model, screenshots
@@ -95,7 +97,8 @@ def test_find_a_failed_job_retry_it_and_see_it_queued(
     browser.find_element(By.NAME, "password").send_keys("night-shift")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
     assert "Select job to view" in text("#content h1")
-    pngs = [screenshots(browser, "admin-job-list")]
+    browser.find_element(By.ID, "toggle-nav-sidebar").click()  # more room for the pictures
+    pngs = [screenshots(browser, "admin-job-list", max_height=1150)]
 
     # Filter the failed jobs: two, waiting for their retry.
     browser.find_element(By.LINK_TEXT, "Failed, will retry").click()
@@ -124,9 +127,14 @@ def test_find_a_failed_job_retry_it_and_see_it_queued(
 
     # The dashboard.
     browser.get(url("django_sqlqueue_job_dashboard"))
-    assert "no live worker takes that queue" in text(".sq-alert")
+    assert "no live worker takes that queue" in text(".sq-banner")
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.sq-chart")) == 5
     pngs.append(screenshots(browser, "admin-dashboard", max_height=1700))
+
+    # The workers: who is alive, and what each is running.
+    browser.get(url("django_sqlqueue_worker_changelist"))
+    assert "presumed dead" in text("#result_list")
+    pngs.append(screenshots(browser, "admin-workers", max_height=600))
 
     for png in pngs:
         assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000

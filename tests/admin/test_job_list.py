@@ -37,7 +37,8 @@ def test_columns_show_badge_attempts_age_duration_worker_and_last_error(admin_cl
     assert "shop.tasks.send_receipt" in html and ">emails<" in html
     assert "3 of 3" in html
     assert "2.5 s" in html  # duration of the attempt
-    assert "?name=web-1%3A42%3Aabc" in html  # the worker links to the workers page
+    # the worker, as host:pid, links to its row on the workers page
+    assert '?name=web-1%3A42%3Aabc" title="web-1:42:abc">web-1:42</a>' in html
     assert "SMTPError: SMTP said &lt;no&gt;" in html  # newest error, escaped
 
 
@@ -65,6 +66,15 @@ def test_filter_by_status_queue_task_and_errors(admin_client):
     assert listed(admin_client.get(LIST, {"task_name": "shop.tasks.other"})) == [queued.pk]
     assert listed(admin_client.get(LIST, {"has_errors": "yes"})) == [failed.pk]
     assert listed(admin_client.get(LIST, {"has_errors": "no"})) == [queued.pk, done.pk]
+
+
+def test_running_jobs_of_one_worker(admin_client):
+    """The workers page links each worker's running jobs this way."""
+    mine = JobFactory(running=True, claimed_by="web-1:42:abc")
+    JobFactory(running=True, claimed_by="web-2:43:def")
+    JobFactory(succeeded=True, claimed_by="web-1:42:abc")
+    params = {"status__exact": "running", "claimed_by": "web-1:42:abc"}
+    assert listed(admin_client.get(LIST, params)) == [mine.pk]
 
 
 def test_queue_and_task_choices_come_from_recent_jobs_plus_the_selected_value(admin_client):

@@ -4,12 +4,15 @@ import datetime as dt
 from html import unescape
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from django_sqlqueue.admin.chart import nice_ceiling, throughput_svg
 from django_sqlqueue.admin.dashboard import build, throughput
 from django_sqlqueue.models import Worker
+from tests.admin.users import make_staff
 from tests.factories import JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db
@@ -38,11 +41,8 @@ def test_workers_page_shows_liveness_and_running_jobs(admin_client, settings):
     assert f"status__exact=running&claimed_by={alive.name}".replace(":", "%3A") in html
 
 
-def test_workers_page_reads_running_jobs_in_one_query(admin_client, django_assert_num_queries):
+def test_workers_page_reads_running_jobs_in_one_query(admin_client):
     def page_queries():
-        from django.db import connection
-        from django.test.utils import CaptureQueriesContext
-
         with CaptureQueriesContext(connection) as queries:
             admin_client.get(WORKERS)
         return len(queries)
@@ -77,8 +77,6 @@ def test_worker_page_is_read_only(admin_client):
 
 
 def test_workers_page_needs_the_view_permission(client):
-    from tests.admin.conftest import make_staff
-
     client.force_login(make_staff("jobs-only", "view_job"))
     assert client.get(WORKERS).status_code == 403
 
@@ -149,9 +147,7 @@ def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_
         admin_client.get(DASHBOARD)
 
 
-def test_dashboard_needs_the_view_permission(client, django_user_model):
-    from tests.admin.conftest import make_staff
-
+def test_dashboard_needs_the_view_permission(client):
     client.force_login(make_staff("workers-only", "view_worker"))
     assert client.get(DASHBOARD).status_code == 403
     anonymous = client.__class__()
@@ -167,7 +163,8 @@ def test_a_silent_worker_is_reported(admin_client, settings):
 
 
 def test_chart_scale_and_escaping():
-    assert [nice_ceiling(n) for n in (0, 1, 3, 7, 12, 51, 180)] == [1, 1, 5, 10, 20, 100, 200]
+    assert [nice_ceiling(n) for n in (0, 1, 3, 7, 12, 21, 51, 180, 201)] == [
+        1, 1, 5, 10, 20, 25, 100, 200, 250]
     buckets = [[0, 0]] * 59 + [[7, 2]]
     svg = str(throughput_svg(buckets, timezone.now(), label='queue "<x>"'))
     assert svg.startswith("<svg") and svg.endswith("</svg>")

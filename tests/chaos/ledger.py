@@ -114,8 +114,8 @@ def _handoff(job, earlier, later, entry, killed, causes):
         return (f"{where}: attempt {earlier.attempt} was taken from worker {earlier.worker}, "
                 f"which was not killed ({kind}: {entry['message']})"), kind
     if _at(entry) < killed[pid]:
-        return (f"{where}: rescued at {entry['at']}, before its worker was killed at "
-                f"{killed[pid].isoformat()}: the lease still held"), kind
+        return (f"{where}: taken from worker {earlier.worker} at {entry['at']}, while it was "
+                f"alive (killed only at {killed[pid].isoformat()}): {entry['message']}"), kind
     if earlier.finished_at is None:
         return None, "worker killed mid-job"
     return None, "worker killed after the side effect, before recording success"

@@ -13,7 +13,6 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import Fleet, elapsed, seed, sized
 from tests.chaos.ledger import tally
-from tests.process.conftest import wait_for
 from tests.testapp.jobs import work
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
@@ -23,7 +22,7 @@ CONCURRENCIES = (1, 2, 4, 1, 2, 4)
 # Jobs whose own writes fail while the database is away are retried after 0.2 s, 0.4 s, ...
 SETTINGS = {
     "LEASE_SECONDS": 5, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.3,
-    "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2, "MAX_RETRY_DELAY_SECONDS": 5,
+    "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2, "MAX_RETRY_DELAY_SECONDS": 10,
     "MAX_ATTEMPTS": 25,
 }
 
@@ -37,8 +36,8 @@ def _enqueue(count):
 
 
 def _finish(fleet, jobs, started):
-    wait_for(lambda: _succeeded() == len(jobs), timeout=sized(180, 1800), interval=0.5,
-             what="every job to succeed")
+    fleet.wait_for(lambda: _succeeded() == len(jobs), timeout=sized(180, 1800), interval=0.5,
+                   what="every job to succeed")
     seconds = elapsed(started)
     assert fleet.running(), f"a worker exited: {fleet.dead()}"
     return seconds
@@ -55,8 +54,7 @@ def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clu
     for n in range(restarts):
         # Spread over the run: after 25% and 60% of the jobs in CI.
         target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
-        wait_for(lambda t=target: _succeeded() >= t, timeout=120, interval=0.2,
-                 what=f"progress before restart {n + 1}")
+        fleet.wait_for(lambda t=target: _succeeded() >= t, what=f"progress before restart {n + 1}")
         pg_cluster.restart(mode="fast")
         connections.close_all()
     assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
@@ -86,7 +84,7 @@ def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, rel
     jobs = _enqueue(JOBS)
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
-    wait_for(lambda: _succeeded() >= len(jobs) // 10, timeout=120, what="the fleet to start")
+    fleet.wait_for(lambda: _succeeded() >= len(jobs) // 10, what="the fleet to start")
     rounds = terminated = 0
     while rounds < sized(15, 500) and _succeeded() < len(jobs):
         terminated += _terminate_worker_connections()

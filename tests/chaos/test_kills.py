@@ -2,6 +2,7 @@
 work through a large queue. Every job ends succeeded, none is lost, a job runs twice only where a
 worker died holding it, and never while another worker's lease held it (see ledger.py)."""
 
+import os
 import random
 import time
 
@@ -11,12 +12,11 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import Fleet, elapsed, seed, sized
 from tests.chaos.ledger import tally
-from tests.process.conftest import wait_for
 from tests.testapp.jobs import work
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
-JOBS = int(__import__("os").environ.get("XJOBS", 0)) or sized(10_000, 100_000)
+JOBS = int(os.environ.get("XJOBS", 0)) or sized(10_000, 100_000)
 CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))
 # Kills come back fast: a dead worker on this host is found by its pid at the next maintenance
 # pass (every 0.5 s) and its jobs are rescued at once; the lease only matters for frozen workers.
@@ -44,9 +44,14 @@ def test_random_sigkills_lose_no_job(start_worker, reliability):
         assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
         if _succeeded() < len(jobs):
             fleet.kill(rng)
+            if os.environ.get("XLOG"):
+                from django_sqlqueue.models import Worker
+                with open(os.environ["XLOG"], "a") as log:
+                    counts = dict(Job.objects.values_list("status").annotate(n=__import__("django").db.models.Count("pk")).order_by())
+                    print(round(time.monotonic() - started, 1), counts, "workers", Worker.objects.count(), "load", os.getloadavg()[0], file=log)
         elif min_seconds:
             jobs += Job.objects.bulk_enqueue(work.prepare(max_sleep_ms=10) for _ in range(2000))
-    wait_for(lambda: _succeeded() == len(jobs), timeout=120, what="every job to succeed")
+    fleet.wait_for(lambda: _succeeded() == len(jobs), what="every job to succeed")
     seconds = elapsed(started)
     assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
     codes = fleet.stop()

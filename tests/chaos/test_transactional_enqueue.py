@@ -13,7 +13,6 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import Fleet, elapsed, seed, sized
 from tests.chaos.ledger import tally
-from tests.process.conftest import wait_for
 from tests.testapp.jobs import order
 from tests.testapp.models import Order, Run
 
@@ -69,8 +68,8 @@ def test_exactly_the_committed_enqueues_run_once_each(start_worker, reliability)
         thread.join()
     assert not errors, errors
     job_ids = {job_id for job_id, _ in committed}
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() >= len(job_ids),
-             timeout=120, interval=0.2, what="the committed jobs")
+    fleet.wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() >= len(job_ids),
+                   what="the committed jobs")
     time.sleep(1)  # a few more polls: anything else that could run, would run now
     seconds = elapsed(started)
     codes = fleet.stop()

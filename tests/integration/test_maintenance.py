@@ -140,3 +140,12 @@ def test_purgejobs_refuses_bad_options(args, message):
     with pytest.raises(CommandError, match=message):
         purge(*args)
     assert Job.objects.count() == 1
+
+
+def test_pruning_runs_at_most_every_ten_minutes():
+    cleaner = maintenance()
+    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    assert cleaner.run_once(now=T0)["pruned"] == 1
+    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    assert cleaner.run_once(now=T0 + dt.timedelta(minutes=5))["pruned"] == 0
+    assert cleaner.run_once(now=T0 + dt.timedelta(minutes=11))["pruned"] == 1

@@ -420,3 +420,11 @@ def test_run_now_makes_scheduled_jobs_due():
     later = Job.objects.enqueue(add, (1, 1), run_at=T0 + dt.timedelta(days=1))
     assert Job.objects.all().run_now(now=T0) == 1
     assert [j.pk for j in Job.objects.claim(None, "w", now=T0)] == [later.pk]
+
+
+def test_retry_now_requeues_only_the_newest_of_jobs_sharing_a_unique_key():
+    older = JobFactory(status="exhausted", unique_key="k", finished_at=T0)
+    newer = JobFactory(status="exhausted", unique_key="k", finished_at=T0)
+    assert Job.objects.all().retry_now(now=T0) == 1
+    assert Job.objects.get(pk=newer.pk).status == "queued"
+    assert Job.objects.get(pk=older.pk).status == "exhausted"

@@ -3,6 +3,7 @@
 import datetime as dt
 import re
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import router
 from django.db.models import Count
@@ -54,6 +55,10 @@ class Command(BaseCommand):
             queues = [queue_name(q) for q in options["queues"]] if options["queues"] else None
         except ValueError as exc:
             raise CommandError(f"--queue: {exc}") from None
+        alias = options["database"]
+        if alias is not None and alias not in settings.DATABASES:
+            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
+                               f"{', '.join(settings.DATABASES)}).")
         cutoff = timezone.now() - age
         jobs = Job.objects.using(options["database"] or router.db_for_write(Job))
         jobs = jobs.in_queues(queues).filter(status__in=statuses, finished_at__lt=cutoff)

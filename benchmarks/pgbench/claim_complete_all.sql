@@ -1,0 +1,19 @@
+-- The same, with the claim of the default worker (`runworker` with no --queue: every queue). With
+-- no queue in the WHERE clause the ready index (queue, -priority, run_at, id) cannot give the
+-- claim order, so each claim reads and sorts every ready row: its cost grows with the backlog.
+WITH claimed AS (
+    UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
+        lease_expires_at = now() + interval '30 seconds', claim_token = gen_random_uuid(),
+        attempts = attempts + 1
+    WHERE id IN (
+        SELECT id FROM django_sqlqueue_job
+        WHERE run_at <= now() AND status IN ('queued', 'failed')
+            AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY priority DESC, run_at ASC, id ASC
+        LIMIT :batch FOR UPDATE SKIP LOCKED)
+    RETURNING id, claim_token)
+SELECT coalesce(array_agg(id), '{}') AS ids, min(claim_token::text) AS token FROM claimed
+\gset
+UPDATE django_sqlqueue_job SET status = 'succeeded', result = 'null', finished_at = now(),
+    lease_expires_at = NULL
+WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = :token::uuid;

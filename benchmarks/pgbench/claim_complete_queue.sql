@@ -1,0 +1,21 @@
+-- The bare claim-and-complete SQL of a django-sqlqueue worker of one queue, without Python: one
+-- transaction claims up to :batch ready rows (the claim statement `runworker --queue default`
+-- sends, which walks the partial index sqlqueue_job_ready in claim order), a second one completes
+-- them all (the fenced outcome UPDATE, once for the batch). Two commits per :batch jobs.
+WITH claimed AS (
+    UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
+        lease_expires_at = now() + interval '30 seconds', claim_token = gen_random_uuid(),
+        attempts = attempts + 1
+    WHERE id IN (
+        SELECT id FROM django_sqlqueue_job
+        WHERE run_at <= now() AND status IN ('queued', 'failed')
+            AND (expires_at IS NULL OR expires_at > now())
+            AND queue IN ('default')
+        ORDER BY priority DESC, run_at ASC, id ASC
+        LIMIT :batch FOR UPDATE SKIP LOCKED)
+    RETURNING id, claim_token)
+SELECT coalesce(array_agg(id), '{}') AS ids, min(claim_token::text) AS token FROM claimed
+\gset
+UPDATE django_sqlqueue_job SET status = 'succeeded', result = 'null', finished_at = now(),
+    lease_expires_at = NULL
+WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = :token::uuid;

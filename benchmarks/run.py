@@ -1,0 +1,424 @@
+"""The benchmark orchestrator: ``bash benchmarks/run.sh`` runs this after making the virtualenvs.
+
+It starts a throwaway PostgreSQL (fsync on), gives every system a fresh database on it, runs each
+system's driver in that system's own virtualenv, runs pgbench on the bare claim-and-complete SQL,
+then prints a markdown table with ratios, and writes the results JSON (benchmarks/results/) and
+the chart (docs/images/benchmarks.png).
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.pg import BenchCluster  # noqa: E402
+
+SYSTEMS = ["sqlqueue", "pgqueuer", "procrastinate", "django_tasks_db", "django_q2", "raquel"]
+LABELS = {
+    "sqlqueue": "django-sqlqueue", "pgqueuer": "pgqueuer", "procrastinate": "procrastinate",
+    "django_tasks_db": "django-tasks-db", "django_q2": "django-q2 (ORM)", "raquel": "raquel",
+}
+PEERS = SYSTEMS[1:]
+
+SIZES = {
+    "processes": 2,  # W: worker processes in the drain and pickup scenarios
+    "single_enqueue": 300,  # jobs enqueued one per transaction (and as many baseline rows)
+    "bulk_enqueue": {"default": 20_000, "django_tasks_db": 5_000, "django_q2": 5_000,
+                     "raquel": 1_000},
+    "drain": {"default": 20_000, "procrastinate": 10_000, "django_tasks_db": 5_000,
+              "django_q2": 1_000, "raquel": 5_000},
+    "drain_cap_s": 45,  # a drain stops here; the rate is then done / elapsed
+    "pickup_rate": 20,  # jobs per second, Poisson arrivals
+    "pickup_jobs": 200,
+    "claim_ready": 1_000,
+    "claim_finished": [10_000, 1_000_000],
+    "claim_samples": 200,
+    "memory": {"default": 100_000},
+    "memory_cap_s": 75,
+}
+QUICK_SIZES = {
+    **SIZES, "single_enqueue": 50, "bulk_enqueue": {"default": 2_000, "raquel": 200},
+    "drain": {"default": 2_000, "django_q2": 200, "raquel": 1_000}, "drain_cap_s": 15,
+    "pickup_jobs": 40, "claim_finished": [1_000, 20_000], "claim_samples": 30,
+    "memory": {"default": 5_000}, "memory_cap_s": 15,
+}
+SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
+# Worker memory over 100k jobs is measured for django-sqlqueue in a run of its own; for the
+# peers, the drain scenario samples the workers' memory too.
+EXTRA = {"sqlqueue": ["memory"]}
+
+PGBENCH_RUNS = [  # (name, script, rows per transaction, clients, ready rows before the run)
+    ("queue, 1 row/txn, 2 clients", "claim_complete_queue.sql", 1, 2, 100_000),
+    ("queue, 10 rows/txn, 2 clients", "claim_complete_queue.sql", 10, 2, 300_000),
+    ("queue, 1 row/txn, 8 clients", "claim_complete_queue.sql", 1, 8, 100_000),
+    ("queue, 10 rows/txn, 8 clients", "claim_complete_queue.sql", 10, 8, 300_000),
+    ("every queue, 1 row/txn, 2 clients", "claim_complete_all.sql", 1, 2, 20_000),
+    ("every queue, 10 rows/txn, 2 clients", "claim_complete_all.sql", 10, 2, 20_000),
+    ("floor: claim+complete in 1 txn, 1 row, 2 clients", "claim_complete_one_txn.sql", 1, 2,
+     100_000),
+]
+
+
+def say(text):
+    print(text, flush=True)
+
+
+def venv_python(name: str) -> Path:
+    return HERE / ".venvs" / name / "bin" / "python"
+
+
+def machine() -> dict:
+    info = {"cores": os.cpu_count(), "platform": platform.platform()}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = re.search(r"model name\s*:\s*(.*)", cpuinfo)
+        info["cpu"] = model.group(1).strip() if model else "?"
+        mem = re.search(r"MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text())
+        info["memory_gb"] = round(int(mem.group(1)) / 2**20, 1)
+    except OSError:
+        pass
+    return info
+
+
+def loadavg() -> float:
+    return os.getloadavg()[0]
+
+
+# ---- one system -----------------------------------------------------------------------------
+def run_system(cluster, name, sizes, logdir: Path, timeout: float) -> dict:
+    failed = HERE / ".venvs" / f"{name}.failed"
+    if failed.exists() or not venv_python(name).exists():
+        reason = failed.read_text().strip() if failed.exists() else "no virtualenv"
+        return {"system": name, "label": LABELS[name], "error": f"not installed: {reason}"}
+    dsn = cluster.create_database(name)
+    config = {"dsn": dsn, "sizes": sizes, "scenarios": SCENARIOS + EXTRA.get(name, []),
+              "logdir": str(logdir / name)}
+    started, load_before = time.monotonic(), loadavg()
+    stdout_path = logdir / f"{name}.json"
+    with open(logdir / f"{name}.log", "w") as log, open(stdout_path, "w") as stdout:
+        proc = subprocess.Popen(
+            [str(venv_python(name)), "-m", "benchmarks.driver", name, json.dumps(config)],
+            cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+        def pump():
+            for line in proc.stderr:
+                log.write(line)
+                log.flush()
+                if line.startswith("    ["):
+                    print(line.rstrip()[:220], flush=True)
+
+        pumper = threading.Thread(target=pump, daemon=True)
+        pumper.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return {"system": name, "label": LABELS[name],
+                    "error": f"timed out after {timeout:.0f}s"}
+        pumper.join(10)
+    output = stdout_path.read_text().strip().splitlines()
+    if proc.returncode != 0 or not output:
+        return {"system": name, "label": LABELS[name],
+                "error": f"driver exited {proc.returncode}; see {logdir / (name + '.log')}"}
+    result = json.loads(output[-1])
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["load_before"], result["load_after"] = round(load_before, 2), round(loadavg(), 2)
+    return result
+
+
+# ---- pgbench --------------------------------------------------------------------------------
+def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
+    dsn = cluster.create_database("pgbench_limit")
+    subprocess.run(
+        [str(venv_python("sqlqueue")), "-m", "benchmarks.driver", "sqlqueue",
+         json.dumps({"dsn": dsn, "sizes": {}, "scenarios": [], "logdir": str(logdir / "pgb")}),
+         "--setup-only"],
+        cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    results = []
+    for label, script, batch, clients, ready in PGBENCH_RUNS:
+        cluster.psql("pgbench_limit", "TRUNCATE django_sqlqueue_job")
+        cluster.psql(
+            "pgbench_limit",
+            "INSERT INTO django_sqlqueue_job (task_name, payload) SELECT 'noop', "
+            f"'{{\"args\": [], \"kwargs\": {{}}}}' FROM generate_series(1, {ready})",
+        )
+        cluster.psql("pgbench_limit", "VACUUM ANALYZE django_sqlqueue_job")
+        cluster.psql("pgbench_limit", "CHECKPOINT")
+        proc = subprocess.run(
+            [str(cluster.bindir / "pgbench"), "-h", "127.0.0.1", "-p", str(cluster.port),
+             "-U", cluster.superuser, "-n", "-M", "prepared", "-D", f"batch={batch}",
+             "-f", str(HERE / "pgbench" / script), "-c", str(clients), "-j", str(clients),
+             "-T", str(seconds), "pgbench_limit"],
+            capture_output=True, text=True,
+        )
+        (logdir / "pgbench.log").open("a").write(f"== {label}\n{proc.stdout}{proc.stderr}\n")
+        tps = re.search(r"tps = ([\d.]+) \(without initial", proc.stdout)
+        latency = re.search(r"latency average = ([\d.]+) ms", proc.stdout)
+        row = {"label": label, "script": script, "rows_per_txn": batch, "clients": clients,
+               "ready_rows": ready, "seconds": seconds}
+        if tps and proc.returncode == 0:
+            row["batches_per_s"] = float(tps.group(1))
+            row["jobs_per_s"] = float(tps.group(1)) * batch
+            row["latency_ms"] = float(latency.group(1)) if latency else None
+        else:
+            row["error"] = (proc.stderr or proc.stdout).strip()[-300:]
+        say(f"    pgbench {label}: " + (f"{row['jobs_per_s']:,.0f} jobs/s" if "jobs_per_s" in row
+                                        else row["error"]))
+        results.append(row)
+    return results
+
+
+# ---- the report -----------------------------------------------------------------------------
+def _get(result, *path):
+    value = result
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+METRICS = [
+    # (row label, path, format, higher is better)
+    ("Enqueue, 1 job/transaction (jobs/s)", ("enqueue", "jobs_per_s"), "{:,.0f}", True),
+    ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s"), "{:,.0f}", True),
+    ("Drain, W=2, incl. start-up (jobs/s)", ("drain", "jobs_per_s"), "{:,.0f}", True),
+    ("Drain, W=2, once started (jobs/s)", ("drain", "steady_jobs_per_s"), "{:,.0f}", True),
+    ("Pickup latency p50 (ms)", ("pickup", "p50_ms"), "{:,.1f}", False),
+    ("Pickup latency p95 (ms)", ("pickup", "p95_ms"), "{:,.1f}", False),
+    ("Pickup latency p99 (ms)", ("pickup", "p99_ms"), "{:,.1f}", False),
+    ("Claim, {small} finished rows (ms, p50)", ("claim", "small", "p50_ms"), "{:,.2f}", False),
+    ("Claim, {large} finished rows (ms, p50)", ("claim", "large", "p50_ms"), "{:,.2f}", False),
+    ("Worker RSS during drain, start → end (MB)", None, None, False),
+]
+
+
+def cell(result, metric):
+    label, path, fmt, _ = metric
+    if "error" in result:
+        return "n/a"
+    if path is None:  # memory
+        start, end = _get(result, "drain", "rss_mb_start"), _get(result, "drain", "rss_mb_end")
+        if start is None:
+            return "n/a"
+        return f"{start:.0f} → {end:.0f}"
+    value = _get(result, *path)
+    if value is None:
+        scenario = _get(result, path[0])
+        if isinstance(scenario, dict) and "error" in scenario:
+            return "error"
+        return "n/a"
+    text = fmt.format(value)
+    if path[0] in ("drain",) and not _get(result, "drain", "completed"):
+        text += "*"
+    return text
+
+
+def _rows(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def metric_label(metric, report) -> str:
+    small, large = report["sizes"]["claim_finished"][:2]
+    return metric[0].format(small=_rows(small), large=_rows(large))
+
+
+def ratio_text(ours, theirs, higher_better):
+    if ours is None or theirs is None or ours == 0 or theirs == 0:
+        return "n/a"
+    ratio = ours / theirs if higher_better else theirs / ours
+    return f"{ratio:.2f}x"
+
+
+def render(report) -> str:
+    results = report["systems"]
+    by_name = {r["system"]: r for r in results}
+    names = [n for n in SYSTEMS if n in by_name]
+    lines = []
+    header = "| | " + " | ".join(LABELS[n] for n in names) + " |"
+    lines += [header, "|" + "---|" * (len(names) + 1)]
+    for metric in METRICS:
+        lines.append(f"| {metric_label(metric, report)} | " + " | ".join(cell(by_name[n], metric) for n in names)
+                     + " |")
+    lines.append("")
+    # Ratios: ours against each peer, >1 means django-sqlqueue is better.
+    ours = by_name.get("sqlqueue")
+    peers = [n for n in names if n != "sqlqueue"]
+    if ours and "error" not in ours and peers:
+        lines.append("django-sqlqueue against each peer (above 1.00x: django-sqlqueue is better; "
+                     "for times, the peer's time over ours):")
+        lines.append("")
+        lines.append("| | " + " | ".join(f"vs {LABELS[n]}" for n in peers) + " |")
+        lines.append("|" + "---|" * (len(peers) + 1))
+        for metric in METRICS:
+            label, path, _, higher = metric
+            if path is None:
+                continue
+            row = []
+            for peer in peers:
+                theirs = by_name[peer]
+                row.append("n/a" if "error" in theirs else
+                           ratio_text(_get(ours, *path), _get(theirs, *path), higher))
+            lines.append(f"| {metric_label(metric, report)} | " + " | ".join(row) + " |")
+        lines.append("")
+    # Single enqueue against a bare Django create().
+    if ours and _get(ours, "enqueue", "baseline_mean_ms"):
+        lines.append(
+            "Single enqueue vs a bare Django `Order.objects.create()` in a transaction "
+            f"(same run, interleaved): {_get(ours, 'enqueue', 'mean_ms'):.2f} ms vs "
+            f"{_get(ours, 'enqueue', 'baseline_mean_ms'):.2f} ms mean per transaction = "
+            f"{_get(ours, 'enqueue', 'ratio_vs_baseline'):.2f}x."
+        )
+        lines.append("")
+    if ours and isinstance(_get(ours, "memory"), dict) and "error" not in ours["memory"]:
+        memory = ours["memory"]
+        lines.append(
+            f"django-sqlqueue worker memory, 1 process (`runworker`), {memory['done']:,} jobs "
+            f"in {memory['seconds']:.0f}s{'' if memory['completed'] else ' (time cap)'}: "
+            f"{memory['rss_mb_start']:.1f} MB after start-up → {memory['rss_mb_end']:.1f} MB "
+            "at the end."
+        )
+        lines.append("")
+    if report.get("pgbench"):
+        lines.append("The physical limit: pgbench running the bare claim-and-complete SQL on "
+                     "django-sqlqueue's table (no Python):")
+        lines.append("")
+        lines.append("| pgbench script | jobs/s | latency per batch (ms) |")
+        lines.append("|---|---|---|")
+        for row in report["pgbench"]:
+            jobs = f"{row['jobs_per_s']:,.0f}" if "jobs_per_s" in row else "error"
+            latency = f"{row['latency_ms']:.2f}" if row.get("latency_ms") else ""
+            lines.append(f"| {row['label']} | {jobs} | {latency} |")
+        lines.append("")
+    notes = ["`*`: the drain hit its time cap before the queue was empty; the rate is jobs done "
+             "over the time taken."]
+    for result in results:
+        if "error" in result:
+            notes.append(f"{result['label']}: n/a: {result['error']}")
+        notes += result.get("notes", [])
+        for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "memory"):
+            error = _get(result, scenario, "error")
+            if error:
+                notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")
+    lines += [f"- {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def chart(report, path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_name = {r["system"]: r for r in report["systems"] if "error" not in r}
+    names = [n for n in SYSTEMS if n in by_name]
+    labels = [LABELS[n] for n in names]
+    colors = ["#d62728" if n == "sqlqueue" else "#7f7f7f" for n in names]
+    panels = [
+        ("Drain, 2 workers (jobs/s, once started)", ("drain", "steady_jobs_per_s"), True),
+        ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s"), True),
+        ("Enqueue, 1 job per transaction (jobs/s)", ("enqueue", "jobs_per_s"), True),
+        ("Pickup latency p50 (ms, log scale)", ("pickup", "p50_ms"), False),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for ax, (title, keys, _) in zip(axes.flat, panels, strict=True):
+        values = [_get(by_name[n], *keys) or 0 for n in names]
+        bars = ax.barh(labels, values, color=colors)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=11)
+        if "log" in title:
+            ax.set_xscale("log")
+        for bar, value in zip(bars, values, strict=True):
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
+                    f" {value:,.0f}" if value >= 10 else f" {value:,.1f}", va="center",
+                    fontsize=9)
+        if keys[0] == "drain":
+            best = max((r.get("jobs_per_s", 0) for r in report.get("pgbench", [])
+                        if r["script"] == "claim_complete_queue.sql"
+                        and r["rows_per_txn"] == 10 and r["clients"] == 2), default=None)
+            if best:
+                ax.axvline(best, color="#1f77b4", linestyle="--", linewidth=1)
+                ax.text(best, -0.6, f" pgbench 10 rows/txn: {best:,.0f}", color="#1f77b4",
+                        fontsize=8)
+        ax.margins(x=0.25)
+    fig.suptitle(
+        f"django-sqlqueue and peers on PostgreSQL {report['postgres'].get('server_version', '?')}"
+        f" (fsync on), {report['machine'].get('cores')} cores, {report['date'][:10]}",
+        fontsize=12,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="comma-separated subset of: " + ", ".join(SYSTEMS))
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes, to check that everything runs (numbers meaningless)")
+    parser.add_argument("--no-pgbench", action="store_true")
+    parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
+    parser.add_argument("--system-timeout", type=float, default=480)
+    args = parser.parse_args()
+    started = time.monotonic()
+    sizes = QUICK_SIZES if args.quick else SIZES
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    outdir = HERE / "results" / stamp
+    outdir.mkdir(parents=True, exist_ok=True)
+    cluster = BenchCluster()
+    report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "machine": machine(), "sizes": sizes, "quick": args.quick,
+              "load_at_start": round(loadavg(), 2)}
+    say(f"==> PostgreSQL: starting a throwaway cluster in {cluster.base} (fsync on)")
+    try:
+        cluster.start()
+        cluster.wait_ready()
+        report["postgres"] = cluster.settings()
+        say(f"    {report['postgres']}")
+        report["systems"] = []
+        for name in args.systems.split(","):
+            say(f"==> {LABELS[name]}")
+            report["systems"].append(
+                run_system(cluster, name, sizes, outdir, args.system_timeout)
+            )
+            if "error" in report["systems"][-1]:
+                say(f"    n/a: {report['systems'][-1]['error']}")
+        if not args.no_pgbench:
+            say("==> pgbench: the bare claim-and-complete SQL")
+            report["pgbench"] = run_pgbench(cluster, outdir, 5 if args.quick else 8)
+    finally:
+        cluster.destroy()
+    report["total_seconds"] = round(time.monotonic() - started, 1)
+    report["load_at_end"] = round(loadavg(), 2)
+    (outdir / "results.json").write_text(json.dumps(report, indent=1))
+    (HERE / "results" / "latest.json").write_text(json.dumps(report, indent=1))
+    table = render(report)
+    (outdir / "table.md").write_text(table + "\n")
+    chart(report, Path(args.chart))
+    say("")
+    say(table)
+    say("")
+    say(f"Results: {outdir / 'results.json'}; chart: {args.chart}")
+    say(f"Benchmark time: {report['total_seconds']:.0f}s (load average at start "
+        f"{report['load_at_start']}, at end {report['load_at_end']})")
+
+
+if __name__ == "__main__":
+    main()

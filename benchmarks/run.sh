@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The benchmark suite, start to finish: `bash benchmarks/run.sh` (see benchmarks/README.md).
+#
+# 1. Makes one virtualenv per system under benchmarks/.venvs/<system> (Python 3.12+, pinned
+#    versions from benchmarks/requirements/<system>.txt; django-sqlqueue editable from this
+#    checkout). A system whose install fails is reported as n/a with pip's reason.
+# 2. Runs benchmarks/run.py in django-sqlqueue's virtualenv: a throwaway PostgreSQL (fsync on),
+#    every scenario for every system, pgbench, then the markdown table, the results JSON
+#    (benchmarks/results/) and the chart (docs/images/benchmarks.png).
+# Extra arguments go to run.py, e.g. `bash benchmarks/run.sh --quick --systems sqlqueue,pgqueuer`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> Installing PostgreSQL (server and pgbench) with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >/dev/null
+  else
+    echo "PostgreSQL server binaries and pgbench are needed (apt-get install postgresql)." >&2
+    exit 1
+  fi
+fi
+
+python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
+  local want=$1 candidate
+  for candidate in python3.12 python3.13 python3 \
+      "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python /usr/bin/python3.1[2-9]; do
+    if "$candidate" -c "import sys; sys.exit(sys.version_info < tuple(map(int, '$want'.split('.'))))" \
+        >/dev/null 2>&1; then
+      command -v "$candidate" 2>/dev/null || echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+PY=$(python_at_least 3.12) || {
+  echo "Python 3.12+ is needed (Django 6, which django-tasks-db requires)." >&2; exit 1; }
+
+VENVS=benchmarks/.venvs
+mkdir -p "$VENVS"
+make_venv() {  # make_venv NAME PIP_ARGS...
+  local name=$1 dir="$VENVS/$1"
+  shift
+  rm -f "$VENVS/$name.failed"
+  if [ ! -x "$dir/bin/python" ]; then
+    "$PY" -m venv "$dir"
+  fi
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" \
+      >"$VENVS/$name.pip.log" 2>&1; then
+    grep -E "^ERROR" "$VENVS/$name.pip.log" | tail -n 3 >"$VENVS/$name.failed" \
+      || echo "pip install failed" >"$VENVS/$name.failed"
+    echo "    $name: install FAILED (reported as n/a): $(head -c 300 "$VENVS/$name.failed")"
+    return 0
+  fi
+  echo "    $name: ready"
+}
+
+echo "==> Virtualenvs in $VENVS with $("$PY" --version)"
+make_venv sqlqueue -e ".[postgres]" -r benchmarks/requirements/sqlqueue.txt \
+  -r benchmarks/requirements/harness.txt &
+for peer in pgqueuer procrastinate django_tasks_db django_q2 raquel; do
+  make_venv "$peer" -r "benchmarks/requirements/$peer.txt" &
+done
+wait
+if [ -f "$VENVS/sqlqueue.failed" ]; then
+  echo "django-sqlqueue's own virtualenv failed to install; see $VENVS/sqlqueue.pip.log" >&2
+  exit 1
+fi
+
+"$VENVS/sqlqueue/bin/python" benchmarks/run.py "$@"
+echo "Total time, installs included: $(( $(date +%s) - started ))s"

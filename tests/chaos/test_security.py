@@ -1,0 +1,218 @@
+"""Scenario 8, security, on both vendors: only registered tasks execute, payloads are JSON only,
+admin actions need their permissions, and no SQL is built by string formatting with user data."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from django.db import connection, models
+from django.urls import reverse
+
+import django_sqlqueue
+import tests.admin.conftest  # noqa: F401 - switches the admin on, as for tests/admin
+from django_sqlqueue import notify
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from tests.admin.users import make_staff
+from tests.factories import JobFactory
+from tests.testapp.models import Run
+
+PACKAGE = Path(django_sqlqueue.__file__).parent
+SOURCES = {str(path.relative_to(PACKAGE)): ast.parse(path.read_text())
+           for path in sorted(PACKAGE.rglob("*.py")) if "migrations" not in path.parts}
+
+# ---- only registered tasks execute -----------------------------------------------------------
+#: Rows naming callables that would do harm, each with arguments that would create MARKER.
+DANGEROUS = [
+    ("os.system", ["touch MARKER"]),
+    ("posix.system", ["touch MARKER"]),
+    ("subprocess.run", [["touch", "MARKER"]]),
+    ("builtins.eval", ["__import__('pathlib').Path('MARKER').touch()"]),
+    ("builtins.exec", ["__import__('pathlib').Path('MARKER').touch()"]),
+    ("pathlib.Path.touch", ["MARKER"]),
+    ("django_sqlqueue.execution.run_job", []),
+    ("django.tasks:os.system", ["touch MARKER"]),  # the django.tasks backend's naming
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_naming_anything_but_a_registered_task_runs_nothing(start_worker, tmp_path,
+                                                                  reliability):
+    marker = str(tmp_path / "pwned")
+    rows = [Job.objects.create(  # as a plain SQL INSERT would: no enqueue validation
+        task_name=name, max_attempts=1,
+        payload={"args": [[a.replace("MARKER", marker) for a in arg] if isinstance(arg, list)
+                          else arg.replace("MARKER", marker) for arg in args]},
+    ) for name, args in DANGEROUS]
+    worker = start_worker("--burst", "-c", "2")
+    assert worker.wait() == 0, worker.output
+    for job in Job.objects.filter(pk__in=[row.pk for row in rows]):
+        assert job.status == JobStatus.EXHAUSTED and job.result is None, (job.task_name, job.errors)
+        assert job.errors[-1]["message"], job.task_name
+    assert not Path(marker).exists() and not Run.objects.exists()
+    reliability("security", dangerous_task_names=len(DANGEROUS), executed=0,
+                sql_call_sites=len(_sql_calls()), sql_assembly_sites=len(_sql_assemblies()))
+
+
+# ---- payloads are JSON only ------------------------------------------------------------------
+#: Modules that turn bytes into code or arbitrary objects. None of them may appear.
+DESERIALISERS = {"pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle", "jsonpickle",
+                 "yaml"}
+#: Builtins that run code given as a string; none may be called.
+BUILTIN_LOADERS = {"eval", "exec", "compile", "__import__"}
+#: Functions that import code named by a string, and the only places allowed to call them.
+CODE_LOADERS = {"import_module": set(),
+                # a settings value (OPTIONS["BACKOFF"]), and a django.tasks path that is refused
+                # unless it is a Task of this backend (see the report in docs/reliability.md)
+                "import_string": {"backend.py", "backend_checks.py"}}
+
+
+def _called_name(node):
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+@pytest.mark.django_db
+def test_payloads_are_json_and_nothing_loads_code_from_a_row():
+    assert isinstance(Job._meta.get_field("payload"), models.JSONField)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT data_type FROM information_schema.columns WHERE table_name = "
+                           "'django_sqlqueue_job' AND column_name = 'payload'")
+            assert cursor.fetchone()[0] == "jsonb"
+    found = []
+    for path, tree in SOURCES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [alias.name for alias in node.names] + [getattr(node, "module", "") or ""]
+                found += [(path, n) for n in names if n.split(".")[0] in DESERIALISERS]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                node.func.id in BUILTIN_LOADERS
+            ):
+                found.append((path, node.func.id, node.lineno))
+            elif isinstance(node, ast.Call) and _called_name(node) in CODE_LOADERS:
+                if path not in CODE_LOADERS[_called_name(node)]:
+                    found.append((path, _called_name(node), node.lineno))
+    assert not found, found
+
+
+# ---- no SQL built from user data -------------------------------------------------------------
+#: SQL text: starts with a statement keyword, or has a WHERE clause (messages that merely name
+#: SQL features, like "LISTEN/NOTIFY" or "UPDATE ... RETURNING", are not statements).
+SQL_TEXT = re.compile(
+    r"^\s*\(?\s*(SELECT|INSERT|UPDATE|DELETE|WITH|LISTEN|NOTIFY|EXPLAIN)\s|\sWHERE\s"
+)
+#: The only modules that assemble SQL text, and the only names the pieces may come from. Each was
+#: read: quoted identifiers (``quote(...)``, ``table``, ``col``...), ``%s`` placeholders
+#: (``values``), SQL compiled by Django's ORM with its params kept apart (``picked_ids_sql``,
+#: ``sql``), and the LISTEN channel constant. A new entry needs the same review.
+SQL_ASSEMBLY = {
+    "sql.py": {"quote", "field", "table", "assignments", "attempts", "pk", "picked_ids_sql",
+               "columns", "col", "values"},
+    "worker/wakeup.py": {"CHANNEL"},
+    "admin/paginator.py": {"sql"},
+}
+
+
+def _pieces(node):
+    """(constant text, interpolated expressions) of an f-string, ``+``/``%`` or ``.format``."""
+    if isinstance(node, ast.JoinedStr):
+        return ("".join(v.value for v in node.values if isinstance(v, ast.Constant)),
+                [v.value for v in node.values if isinstance(v, ast.FormattedValue)])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        sides = [node.left, node.right]
+        text = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+        return "".join(text), [s for s in sides if not isinstance(s, ast.Constant)]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format" and isinstance(node.func.value, ast.Constant)):
+        return str(node.func.value.value), [*node.args, *(k.value for k in node.keywords)]
+    return "", []
+
+
+def _names(expressions) -> set:
+    return {n.id for e in expressions for n in ast.walk(e) if isinstance(n, ast.Name)}
+
+
+def _sql_assemblies(sources=SOURCES):
+    """Every place SQL text is assembled from pieces: (path, line, names used)."""
+    found = []
+    for path, tree in sources.items():
+        for node in ast.walk(tree):
+            text, pieces = _pieces(node)
+            if pieces and SQL_TEXT.search(text):
+                found.append((path, node.lineno, _names(pieces)))
+    return found
+
+
+def _sql_calls(sources=SOURCES):
+    return [(path, node) for path, tree in sources.items() for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and _called_name(node) in {"execute", "executemany", "raw", "extra", "RawSQL"}]
+
+
+def test_sql_text_is_assembled_only_from_reviewed_names():
+    unreviewed = [(path, line, sorted(names - SQL_ASSEMBLY.get(path, set())))
+                  for path, line, names in _sql_assemblies()
+                  if not names <= SQL_ASSEMBLY.get(path, set())]
+    assert not unreviewed, f"SQL built from unreviewed values (path, line, names): {unreviewed}"
+    assert re.fullmatch(r"[a-z_]+", notify.CHANNEL)  # the one name put in LISTEN's text
+
+
+def _unparameterised(sources=SOURCES):
+    problems = []
+    for path, call in _sql_calls(sources):
+        statement = call.args[0] if call.args else None
+        has_params = len(call.args) >= 2 or any(k.arg == "params" for k in call.keywords)
+        if isinstance(statement, ast.Constant):
+            if "%s" in statement.value and not has_params:
+                problems.append((path, call.lineno, "placeholders without parameters"))
+        elif not has_params and not (
+            isinstance(statement, ast.JoinedStr) and _names(_pieces(statement)[1]) <= {"CHANNEL"}
+        ):
+            problems.append((path, call.lineno, "SQL text from a variable, without parameters"))
+    return problems
+
+
+def test_every_statement_passes_its_values_as_parameters():
+    assert _sql_calls() and not _unparameterised()
+
+
+def test_the_scan_catches_sql_built_from_user_data():
+    bad = {"models.py": ast.parse(
+        "cursor.execute(f\"SELECT * FROM job WHERE queue = '{queue}'\")\n"
+        "cursor.execute('DELETE FROM job WHERE id = ' + job_id)\n"
+        "Job.objects.raw(\"UPDATE job SET status = '%s'\" % status)\n"
+        "Job.objects.extra(where=['queue = {}'.format(queue)])\n"
+        "cursor.execute(statement)\n"
+    )}
+    assert [line for _, line, _ in _sql_assemblies(bad)] == [1, 2, 3]
+    assert [line for _, line, _ in _unparameterised(bad)] == [1, 2, 3, 4, 5]
+
+
+# ---- admin actions need their permissions ----------------------------------------------------
+ACTIONS = {"retry_now": "retry_job", "run_now": "run_job_now", "cancel": "cancel_job",
+           "delete_selected": "delete_job"}
+
+
+@pytest.mark.django_db
+def test_admin_actions_need_their_permission_on_every_path(client):
+    """A staff user with every permission but one cannot run that action, from the list or from
+    the job's page; a user who is not staff can run none, whatever permissions they hold."""
+    job = JobFactory(failed=True, scheduled=True)  # every action applies to it
+    before = Job.objects.filter(pk=job.pk).values().get()
+    changelist = reverse("admin:django_sqlqueue_job_changelist")
+    everything = {"view_job", *ACTIONS.values()}
+    users = [make_staff(f"all-but-{p}", *(everything - {p})) for p in ACTIONS.values()]
+    outsider = make_staff("not-staff", *everything)
+    outsider.is_staff = False
+    outsider.save()
+    for action, user in [*zip(ACTIONS, users, strict=True), *((a, outsider) for a in ACTIONS)]:
+        client.force_login(user)
+        listed = client.post(changelist, {"action": action, "_selected_action": [job.pk],
+                                          "post": "yes"})
+        assert listed.status_code in (200, 302)
+        if action != "delete_selected":
+            page = client.post(reverse("admin:django_sqlqueue_job_act", args=[job.pk, action]))
+            assert page.status_code in (302, 403) and "login" in page.get("Location", "login")
+        assert Job.objects.filter(pk=job.pk).values().get() == before, (action, user.username)
