@@ -183,7 +183,7 @@ class System:
         """Enqueue one job that calls ``record_pickup(key)``, in its own transaction."""
         raise NotImplementedError
 
-    def worker_specs(self, processes: int) -> list:
+    def worker_specs(self, processes: int, **options) -> list:
         """[(argv, env)] of the processes that make ``processes`` workers, as documented."""
         raise NotImplementedError
 
@@ -274,38 +274,49 @@ class Runner:
         return {"n": n, "seconds": elapsed, "jobs_per_s": n / elapsed, "inserted": count}
 
     # drain -----------------------------------------------------------------------------------
-    def drain(self, n: int, processes: int, cap: float, label: str = "drain") -> dict:
+    def drain(self, n: int, processes: int, cap: float, label: str = "drain", *,
+              feed: int | None = None, **worker_options) -> dict:
+        """Run ``processes`` workers over ``n`` no-op jobs. With ``feed``, the queue is not filled
+        up front but kept at about ``feed`` ready jobs, topped up as the workers take them (the
+        memory scenario: many jobs through one worker, without a huge backlog)."""
         system = self.system
         system.reset()
-        system.prefill(n)
+        inserted = min(n, 2 * feed) if feed else n
+        system.prefill(inserted)
         self.sql("VACUUM ANALYZE")
         self.sql("CHECKPOINT")
-        total = self.unfinished()
         samples = []  # (seconds since start, done)
         memory = []  # (done, MB summed over the worker tree, {pid: MB})
-        workers = Workers(system.worker_specs(processes), system.logdir, label)
+        workers = Workers(system.worker_specs(processes, **worker_options), system.logdir, label)
         started = time.perf_counter()
         next_memory = 0.0
         try:
             while True:
                 now = time.perf_counter() - started
-                done = total - self.unfinished()
+                unfinished = self.unfinished()
+                done = inserted - unfinished
                 samples.append((now, done))
                 if now >= next_memory:
                     per_pid = tree_rss(workers.pids)
                     memory.append((done, round(sum(per_pid.values()), 1), per_pid))
                     next_memory = now + 1.0
-                if done >= total or now > cap:
+                if done >= n or now > cap:
                     break
                 if not workers.alive():
                     log(f"{label}: a worker process exited early; see {system.logdir}")
                     break
+                if feed and unfinished < feed and inserted < n:
+                    more = min(feed, n - inserted)
+                    system.prefill(more)
+                    inserted += more
                 time.sleep(0.05)
         finally:
             workers.stop()
+        total = n
         elapsed, done = samples[-1]
         result = {
             "n": total, "processes": processes, "done": done, "seconds": elapsed,
+            "backlog": feed or total, **worker_options,
             "completed": done >= total, "jobs_per_s": done / elapsed if elapsed else None,
         }
         # "Once started": the rate between 10% and 90% done (or over what was done at the cap).
@@ -388,7 +399,10 @@ class Runner:
             have = finished
             self.sql("VACUUM ANALYZE")
             times = []
-            for _ in range(self.sizes["claim_samples"]):
+            stop_at = time.perf_counter() + self.sizes["claim_cap_s"]
+            for index in range(self.sizes["claim_samples"]):
+                if index >= 20 and time.perf_counter() > stop_at:
+                    break  # slow claims: enough samples for a median
                 started = time.perf_counter()
                 system.claim_one()
                 times.append(time.perf_counter() - started)
@@ -397,6 +411,7 @@ class Runner:
                 "p50_ms": percentile(times, 50) * 1000,
                 "mean_ms": statistics.mean(times) * 1000,
                 "p95_ms": percentile(times, 95) * 1000,
+                "samples": len(times),
             }
             system.claim_setup(ready)  # put the claimed jobs back / top the ready jobs up
         result["ratio"] = result["large"]["p50_ms"] / result["small"]["p50_ms"]
@@ -426,9 +441,15 @@ def run(system: System, sizes: dict, scenarios: list) -> dict:
                 out["pickup"] = runner.pickup()
             elif scenario == "claim":
                 out["claim"] = runner.claim_time()
+            elif scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
+                out["drain_queue"] = runner.drain(
+                    runner._size("drain"), sizes["processes"], sizes["drain_cap_s"],
+                    label="drain_queue", queue="default",
+                )
             elif scenario == "memory":
                 out["memory"] = runner.drain(
-                    runner._size("memory"), 1, sizes["memory_cap_s"], label="memory"
+                    runner._size("memory"), 1, sizes["memory_cap_s"], label="memory",
+                    feed=sizes["memory_backlog"],
                 )
         except Exception as exc:  # reported, not fatal: the other scenarios still run
             import traceback

@@ -38,25 +38,27 @@ SIZES = {
                      "raquel": 1_000},
     "drain": {"default": 20_000, "procrastinate": 10_000, "django_tasks_db": 5_000,
               "django_q2": 1_000, "raquel": 5_000},
-    "drain_cap_s": 45,  # a drain stops here; the rate is then done / elapsed
-    "pickup_rate": 20,  # jobs per second, Poisson arrivals
-    "pickup_jobs": 200,
+    "drain_cap_s": 40,  # a drain stops here; the rate is then done / elapsed
+    "pickup_rate": 5,  # jobs per second, Poisson arrivals: low enough for every system's workers
+    "pickup_jobs": 100,
     "claim_ready": 1_000,
     "claim_finished": [10_000, 1_000_000],
     "claim_samples": 200,
+    "claim_cap_s": 15,  # per table size; at least 20 claims are timed
     "memory": {"default": 100_000},
+    "memory_backlog": 1_000,  # the memory run keeps about this many jobs ready
     "memory_cap_s": 75,
 }
 QUICK_SIZES = {
     **SIZES, "single_enqueue": 50, "bulk_enqueue": {"default": 2_000, "raquel": 200},
     "drain": {"default": 2_000, "django_q2": 200, "raquel": 1_000}, "drain_cap_s": 15,
-    "pickup_jobs": 40, "claim_finished": [1_000, 20_000], "claim_samples": 30,
+    "pickup_jobs": 20, "claim_finished": [1_000, 20_000], "claim_samples": 30,
     "memory": {"default": 5_000}, "memory_cap_s": 15,
 }
 SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # Worker memory over 100k jobs is measured for django-sqlqueue in a run of its own; for the
 # peers, the drain scenario samples the workers' memory too.
-EXTRA = {"sqlqueue": ["memory"]}
+EXTRA = {"sqlqueue": ["drain_queue", "memory"]}
 
 PGBENCH_RUNS = [  # (name, script, rows per transaction, clients, ready rows before the run)
     ("queue, 1 row/txn, 2 clients", "claim_complete_queue.sql", 1, 2, 100_000),
@@ -89,6 +91,18 @@ def machine() -> dict:
     except OSError:
         pass
     return info
+
+
+def checkout() -> str:
+    """The commit django-sqlqueue was measured at, and whether its code had local changes."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "django_sqlqueue"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return commit + (" + local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
 
 
 def loadavg() -> float:
@@ -154,7 +168,7 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
         cluster.psql("pgbench_limit", "TRUNCATE django_sqlqueue_job")
         cluster.psql(
             "pgbench_limit",
-            "INSERT INTO django_sqlqueue_job (task_name, payload) SELECT 'noop', "
+            "INSERT INTO django_sqlqueue_job (task_name, payload) SELECT 'noop', "  # noqa: S608
             f"'{{\"args\": [], \"kwargs\": {{}}}}' FROM generate_series(1, {ready})",
         )
         cluster.psql("pgbench_limit", "VACUUM ANALYZE django_sqlqueue_job")
@@ -177,8 +191,8 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
             row["latency_ms"] = float(latency.group(1)) if latency else None
         else:
             row["error"] = (proc.stderr or proc.stdout).strip()[-300:]
-        say(f"    pgbench {label}: " + (f"{row['jobs_per_s']:,.0f} jobs/s" if "jobs_per_s" in row
-                                        else row["error"]))
+        rate = f"{row['jobs_per_s']:,.0f} jobs/s" if "jobs_per_s" in row else row["error"]
+        say(f"    pgbench {label}: {rate}")
         results.append(row)
     return results
 
@@ -253,8 +267,8 @@ def render(report) -> str:
     header = "| | " + " | ".join(LABELS[n] for n in names) + " |"
     lines += [header, "|" + "---|" * (len(names) + 1)]
     for metric in METRICS:
-        lines.append(f"| {metric_label(metric, report)} | " + " | ".join(cell(by_name[n], metric) for n in names)
-                     + " |")
+        cells = " | ".join(cell(by_name[n], metric) for n in names)
+        lines.append(f"| {metric_label(metric, report)} | {cells} |")
     lines.append("")
     # Ratios: ours against each peer, >1 means django-sqlqueue is better.
     ours = by_name.get("sqlqueue")
@@ -353,11 +367,12 @@ def chart(report, path: Path):
                         and r["rows_per_txn"] == 10 and r["clients"] == 2), default=None)
             if best:
                 ax.axvline(best, color="#1f77b4", linestyle="--", linewidth=1)
-                ax.text(best, -0.6, f" pgbench 10 rows/txn: {best:,.0f}", color="#1f77b4",
-                        fontsize=8)
+                ax.set_title(f"{title}\ndashed: pgbench, bare SQL, 10 rows/txn ({best:,.0f})",
+                             fontsize=10)
         ax.margins(x=0.25)
     fig.suptitle(
-        f"django-sqlqueue and peers on PostgreSQL {report['postgres'].get('server_version', '?')}"
+        "django-sqlqueue and peers on PostgreSQL "
+        f"{report['postgres'].get('server_version', '?').split()[0]}"
         f" (fsync on), {report['machine'].get('cores')} cores, {report['date'][:10]}",
         fontsize=12,
     )
@@ -385,6 +400,7 @@ def main():
     cluster = BenchCluster()
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "sizes": sizes, "quick": args.quick,
+              "django_sqlqueue_checkout": checkout(),
               "load_at_start": round(loadavg(), 2)}
     say(f"==> PostgreSQL: starting a throwaway cluster in {cluster.base} (fsync on)")
     try:
@@ -416,7 +432,8 @@ def main():
     say(table)
     say("")
     say(f"Results: {outdir / 'results.json'}; chart: {args.chart}")
-    say(f"Benchmark time: {report['total_seconds']:.0f}s (load average at start "
+    say(f"django-sqlqueue at {report['django_sqlqueue_checkout']}; "
+        f"benchmark time: {report['total_seconds']:.0f}s (load average at start "
         f"{report['load_at_start']}, at end {report['load_at_end']})")
 
 

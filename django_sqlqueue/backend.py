@@ -16,6 +16,7 @@ worker imports that path and runs it only if it is a Task whose backend is this 
 """
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,15 +175,23 @@ class SQLQueueBackend(BaseTaskBackend):
 
 
 def load_task(job) -> Task:
-    """Import the job's Task and make sure it is one this backend may run."""
+    """Find the job's Task among modules already imported, and make sure this backend may run it.
+
+    Nothing is imported on behalf of a row: importing a module runs its top-level code, and a row
+    may name any module. Task modules are imported at start-up (every installed app's tasks.py
+    and jobs.py, or the modules in SQLQUEUE["TASK_MODULES"]).
+    """
     path = job.task_name.removeprefix(DJANGO_TASK_PREFIX)
-    try:
-        task = import_string(path)
-    except ImportError as exc:
+    module_name, _, attribute = path.rpartition(".")
+    module = sys.modules.get(module_name)
+    if module is None:
         raise UnknownTask(
-            f"cannot import django task {path!r} ({exc}): deploy workers with the same code "
-            "as the web processes."
-        ) from None
+            f"django task {path!r}: module {module_name!r} was not imported at start-up, and a "
+            "worker never imports a module named by a row. Put the task in an installed app's "
+            'tasks.py (or list the module name in SQLQUEUE["TASK_MODULES"]), and deploy workers '
+            "with the same code as the web processes."
+        )
+    task = getattr(module, attribute, None)
     if not isinstance(task, Task):
         raise InvalidJob(f"{path!r} is {type(task).__name__}, not a django.tasks Task: refused.")
     alias = (job.payload or {}).get("backend") or task.backend

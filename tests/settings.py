@@ -90,3 +90,5 @@ if django.VERSION >= (6, 0):
         },
         "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
     }
+    # Workers only run django.tasks from modules imported at start-up.
+    SQLQUEUE["TASK_MODULES"] = ["tasks", "jobs", "django_tasks"]

@@ -21,8 +21,9 @@ class System(harness.System):
     def __init__(self, dsn, logdir):
         super().__init__(dsn, logdir)
         _django.setup_django(NAME, dsn)
-        from benchmarks.benchapp import tasks
         from django_tasks_db.models import DBTaskResult
+
+        from benchmarks.benchapp import tasks
 
         self.tasks, self.Result = tasks, DBTaskResult
 
@@ -62,8 +63,8 @@ class System(harness.System):
                     exception_class_path, traceback)
                 SELECT gen_random_uuid(), 'READY', now(),
                     jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{{}}'::jsonb), 0,
-                    'benchmarks.benchapp.tasks.noop', '[]', 'default', '9999-01-01 00:00:00+00', 'default',
-                    '', ''
+                    'benchmarks.benchapp.tasks.noop', '[]', 'default',
+                    '9999-01-01 00:00:00+00', 'default', '', ''
                 FROM generate_series(1, %s) AS i""",  # noqa: S608
                 [n],
             )

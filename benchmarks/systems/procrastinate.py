@@ -50,7 +50,8 @@ class System(harness.System):
         batch = 10_000
         for start in range(0, n, batch):
             with transaction.atomic():
-                self.tasks.noop.batch_defer(*({"i": i} for i in range(start, min(n, start + batch))))
+                kwargs = ({"i": i} for i in range(start, min(n, start + batch)))
+                self.tasks.noop.batch_defer(*kwargs)
 
     def enqueue_pickup(self, key):
         with transaction.atomic():

@@ -58,7 +58,8 @@ class System(harness.System):
                 SELECT gen_random_uuid(), 'default', '{"i": ' || i || '}', 'queued', 1000,
                     43200000, 1000, (extract(epoch from now()) * 1000)::bigint,
                     (extract(epoch from now()) * 1000)::bigint, 0
-                FROM generate_series(1, %s) AS i""" % int(n)  # noqa: S608 - an int
+                FROM generate_series(1, %(n)s) AS i""",  # noqa: S608
+                {"n": int(n)},
             )
 
     def enqueue_pickup(self, key):
@@ -87,7 +88,8 @@ class System(harness.System):
                     attempts, claimed_by, claimed_at, finished_at)
                 SELECT gen_random_uuid(), 'default', '{"i": 0}', 'success', NULL, NULL,
                     1000, 43200000, 1000, 0, 0, 1, NULL, 0, 0
-                FROM generate_series(1, %s)""" % int(n)  # noqa: S608 - an int
+                FROM generate_series(1, %(n)s)""",  # noqa: S608
+                {"n": int(n)},
             )
 
     def claim_one(self):

@@ -80,8 +80,10 @@ class System(harness.System):
         with transaction.atomic():
             self.tasks.pickup.enqueue(key)
 
-    def worker_specs(self, processes):
+    def worker_specs(self, processes, queue=None):
         argv = _django.manage_argv("runworker", "--verbosity", "0")
+        if queue:
+            argv += ["--queue", queue]
         if processes > 1:
             argv += ["--processes", str(processes)]
         return [(argv, _django.env(NAME, self.dsn))]

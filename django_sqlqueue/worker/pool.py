@@ -11,10 +11,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from django.db import close_old_connections
-
 from ..execution import Outcome, apply_outcome, call_task, report
-from .resilience import TRANSIENT, call_with_retry
+from .resilience import TRANSIENT, call_with_retry, tidy_connections
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +114,7 @@ class Pool:
             entry.started_at = time.monotonic()
             timeout = job.timeout_seconds or self.default_timeout
             entry.deadline = entry.started_at + timeout if timeout else None
-        close_old_connections()  # honours CONN_MAX_AGE, drops broken connections
+        tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
         try:
             outcome = call_task(job)
         except BaseException as exc:  # SystemExit in a job thread: a failed job, not a dead thread
@@ -144,4 +142,4 @@ class Pool:
             )
             return
         report(job, outcome, applied)
-        close_old_connections()
+        tidy_connections()

@@ -13,6 +13,26 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError)
 
 
+def tidy_connections() -> None:
+    """Between jobs: replace broken connections and end transactions a job left open.
+
+    A connection with CONN_MAX_AGE > 0 is also closed once older than that. With Django's default
+    CONN_MAX_AGE = 0, meant for web requests, a worker keeps its connections from job to job:
+    closing them would open a new database connection for every job.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.settings_dict["CONN_MAX_AGE"] != 0:
+            connection.close_if_unusable_or_obsolete()
+        elif connection.connection is not None:
+            if connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]:
+                connection.close()
+            elif connection.errors_occurred:
+                if connection.is_usable():
+                    connection.errors_occurred = False
+                else:
+                    connection.close()
+
+
 def drop_connection(alias: str) -> None:
     """Close this thread's connection to ``alias`` so that the next query opens a new one."""
     try:

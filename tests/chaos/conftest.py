@@ -121,10 +121,6 @@ class Fleet:
         return "\n".join(worker.output for worker in self.workers)
 
 
-def restart_count(fleet) -> int:
-    return len(fleet.killed)
-
-
 # ---- figures ---------------------------------------------------------------------------------
 @pytest.fixture
 def reliability(request):

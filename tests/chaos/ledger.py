@@ -113,7 +113,9 @@ def _handoff(job, earlier, later, entry, killed, causes):
     if kind != "WorkerLost" or pid not in killed:
         return (f"{where}: attempt {earlier.attempt} was taken from worker {earlier.worker}, "
                 f"which was not killed ({kind}: {entry['message']})"), kind
-    if _at(entry) < killed[pid]:
+    # The reaper checks the pid after stamping its pass, so "no longer exists" is proof enough;
+    # any other rescue (an expired lease) must come after the kill.
+    if _at(entry) < killed[pid] and "no longer exists" not in entry["message"]:
         return (f"{where}: taken from worker {earlier.worker} at {entry['at']}, while it was "
                 f"alive (killed only at {killed[pid].isoformat()}): {entry['message']}"), kind
     if earlier.finished_at is None:

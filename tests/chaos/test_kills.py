@@ -2,7 +2,6 @@
 work through a large queue. Every job ends succeeded, none is lost, a job runs twice only where a
 worker died holding it, and never while another worker's lease held it (see ledger.py)."""
 
-import os
 import random
 import time
 
@@ -16,12 +15,14 @@ from tests.testapp.jobs import work
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
-JOBS = int(os.environ.get("XJOBS", 0)) or sized(10_000, 100_000)
+JOBS = sized(10_000, 100_000)
 CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))
 # Kills come back fast: a dead worker on this host is found by its pid at the next maintenance
-# pass (every 0.5 s) and its jobs are rescued at once; the lease only matters for frozen workers.
+# pass (every 0.5 s) and its jobs are rescued at once, whatever their lease. The lease only
+# matters for frozen workers, and must outlast the longest stall of a live one: with 3 s, a
+# starved CI machine let leases of live workers expire (a duplicate without a death).
 SETTINGS = {
-    "LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.5,
+    "LEASE_SECONDS": 10, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.5,
     "MAX_ATTEMPTS": 25, "BACKOFF_SECONDS": 0.1, "MIN_RETRY_DELAY_SECONDS": 0.1,
 }
 
@@ -44,11 +45,6 @@ def test_random_sigkills_lose_no_job(start_worker, reliability):
         assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
         if _succeeded() < len(jobs):
             fleet.kill(rng)
-            if os.environ.get("XLOG"):
-                from django_sqlqueue.models import Worker
-                with open(os.environ["XLOG"], "a") as log:
-                    counts = dict(Job.objects.values_list("status").annotate(n=__import__("django").db.models.Count("pk")).order_by())
-                    print(round(time.monotonic() - started, 1), counts, "workers", Worker.objects.count(), "load", os.getloadavg()[0], file=log)
         elif min_seconds:
             jobs += Job.objects.bulk_enqueue(work.prepare(max_sleep_ms=10) for _ in range(2000))
     fleet.wait_for(lambda: _succeeded() == len(jobs), what="every job to succeed")
@@ -60,7 +56,7 @@ def test_random_sigkills_lose_no_job(start_worker, reliability):
     reliability(
         "kills", seed=run_seed, workers=len(CONCURRENCIES),
         concurrency="/".join(map(str, CONCURRENCIES)), kills=len(fleet.killed),
-        restarts=len(fleet.killed), **result.figures(), seconds=seconds,
+        restarts=len(fleet.killed), worker_exits=0, **result.figures(), seconds=seconds,
     )
     assert result.jobs == len(jobs)
     result.assert_clean()

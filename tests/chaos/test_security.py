@@ -2,7 +2,10 @@
 admin actions need their permissions, and no SQL is built by string formatting with user data."""
 
 import ast
+import importlib.util
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from django.urls import reverse
 import django_sqlqueue
 import tests.admin.conftest  # noqa: F401 - switches the admin on, as for tests/admin
 from django_sqlqueue import notify
+from django_sqlqueue.execution import call_task
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.admin.users import make_staff
@@ -55,6 +59,19 @@ def test_a_row_naming_anything_but_a_registered_task_runs_nothing(start_worker, 
                 sql_call_sites=len(_sql_calls()), sql_assembly_sites=len(_sql_assemblies()))
 
 
+@pytest.mark.django_db
+@pytest.mark.skipif(importlib.util.find_spec("django.tasks") is None,
+                    reason="django.tasks needs Django 6")
+def test_a_django_tasks_row_cannot_make_the_worker_import_a_module(monkeypatch):
+    monkeypatch.delenv("SQLQUEUE_IMPORT_SIDE_EFFECT", raising=False)
+    monkeypatch.delitem(sys.modules, "tests.chaos.import_side_effect", raising=False)
+    Job.objects.create(task_name="django.tasks:tests.chaos.import_side_effect.VALUE",
+                       max_attempts=1)
+    (claimed,) = Job.objects.claim(None, "security-test")
+    assert call_task(claimed).kind in ("failed", "aborted")  # refused...
+    assert "SQLQUEUE_IMPORT_SIDE_EFFECT" not in os.environ, "the module's code ran"
+
+
 # ---- payloads are JSON only ------------------------------------------------------------------
 #: Modules that turn bytes into code or arbitrary objects. None of them may appear.
 DESERIALISERS = {"pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle", "jsonpickle",
@@ -63,8 +80,7 @@ DESERIALISERS = {"pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle"
 BUILTIN_LOADERS = {"eval", "exec", "compile", "__import__"}
 #: Functions that import code named by a string, and the only places allowed to call them.
 CODE_LOADERS = {"import_module": set(),
-                # a settings value (OPTIONS["BACKOFF"]), and a django.tasks path that is refused
-                # unless it is a Task of this backend (see the report in docs/reliability.md)
+                # a settings value (OPTIONS["BACKOFF"]); never a path read from a row
                 "import_string": {"backend.py", "backend_checks.py"}}
 
 

@@ -69,16 +69,17 @@ def test_exactly_the_committed_enqueues_run_once_each(start_worker, reliability)
     assert not errors, errors
     job_ids = {job_id for job_id, _ in committed}
     fleet.wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() >= len(job_ids),
-                   what="the committed jobs")
+                   what="the committed jobs", timeout=sized(120, 1200))
     time.sleep(1)  # a few more polls: anything else that could run, would run now
     seconds = elapsed(started)
+    assert fleet.running(), f"a worker exited: {fleet.dead()}"
     codes = fleet.stop()
 
     result = tally()
     runs = list(Run.objects.values_list("job_id", "key"))
     reliability(
         "transactional enqueue", seed=run_seed, enqueues=ENQUEUES, committed=len(committed),
-        rolled_back=len(rolled_back), **result.figures(), seconds=seconds,
+        rolled_back=len(rolled_back), worker_exits=0, **result.figures(), seconds=seconds,
     )
     assert len(committed) == len(rolled_back) == ENQUEUES // 2
     assert set(Job.objects.values_list("pk", flat=True)) == job_ids  # no rolled-back row exists
