@@ -259,6 +259,64 @@ def ratio_text(ours, theirs, higher_better):
     return f"{ratio:.2f}x"
 
 
+def targets(report, ours, peers) -> list:
+    """The targets of issue 7, each with the numbers of this run."""
+    peers = [p for p in peers if "error" not in p]
+    lines = ["Targets (ratios from this run):", ""]
+
+    def best(path, higher=True):
+        found = [(_get(p, *path), p["label"]) for p in peers if _get(p, *path) is not None]
+        if not found:
+            return None, "?"
+        return (max if higher else min)(found)
+
+    def verdict(ok):
+        return "met" if ok else "MISSED"
+
+    drain = _get(ours, "drain", "steady_jobs_per_s")
+    peer_drain, peer = best(("drain", "steady_jobs_per_s"))
+    limit = max((r.get("jobs_per_s", 0) for r in report.get("pgbench", [])
+                 if r["script"] == "claim_complete_queue.sql" and r["rows_per_txn"] == 10),
+                default=None)
+    if drain and peer_drain:
+        lines.append(f"- Drain >= 2x the fastest peer ({peer}, {peer_drain:,.0f}/s): "
+                     f"{drain:,.0f}/s = {drain / peer_drain:.2f}x: "
+                     f"{verdict(drain >= 2 * peer_drain)}.")
+    if drain and limit:
+        lines.append(f"- Drain >= half the batched pgbench limit ({limit:,.0f}/s, 10 rows/txn): "
+                     f"{drain / limit:.2f}x of it: {verdict(drain >= limit / 2)}.")
+    bulk = _get(ours, "bulk", "jobs_per_s")
+    peer_bulk, peer = best(("bulk", "jobs_per_s"))
+    if bulk and peer_bulk:
+        lines.append(f"- Bulk enqueue >= the fastest peer's ({peer}, {peer_bulk:,.0f}/s): "
+                     f"{bulk:,.0f}/s = {bulk / peer_bulk:.2f}x: {verdict(bulk >= peer_bulk)}.")
+    ratio = _get(ours, "enqueue", "ratio_vs_baseline")
+    if ratio:
+        lines.append(f"- Single enqueue within 1.2x of a bare create() in a transaction: "
+                     f"{ratio:.2f}x: {verdict(ratio <= 1.2)}.")
+    p50, p95 = _get(ours, "pickup", "p50_ms"), _get(ours, "pickup", "p95_ms")
+    peer_p50, peer = best(("pickup", "p50_ms"), higher=False)
+    if p50 and peer_p50:
+        lines.append(f"- Pickup p50 no slower than the fastest peer ({peer}, {peer_p50:.1f} ms): "
+                     f"{p50:.1f} ms = {p50 / peer_p50:.2f}x its time: "
+                     f"{verdict(p50 <= peer_p50)}.")
+    if p95:
+        lines.append(f"- Pickup p95 under 10 ms: {p95:.1f} ms: {verdict(p95 < 10)}.")
+    claim = _get(ours, "claim", "ratio")
+    if claim:
+        small, large = report["sizes"]["claim_finished"][:2]
+        lines.append(f"- Claim with {_rows(large)} finished rows within 1.3x of {_rows(small)}: "
+                     f"{claim:.2f}x: {verdict(claim <= 1.3)}.")
+    memory = _get(ours, "memory")
+    if isinstance(memory, dict) and "rss_mb_end" in memory:
+        growth = memory["rss_mb_end"] - memory["rss_mb_start"]
+        lines.append(f"- Worker memory flat over 100k jobs: {growth:+.1f} MB over "
+                     f"{memory['done']:,} jobs"
+                     f"{'' if memory['done'] >= 100_000 else ' (fewer than 100k: time cap)'}: "
+                     f"{verdict(abs(growth) < 5) if memory['done'] >= 100_000 else 'not shown'}.")
+    return lines
+
+
 def render(report) -> str:
     results = report["systems"]
     by_name = {r["system"]: r for r in results}
@@ -308,6 +366,17 @@ def render(report) -> str:
             "at the end."
         )
         lines.append("")
+    if ours and isinstance(_get(ours, "drain_queue"), dict) and "error" not in ours["drain_queue"]:
+        queue_drain = ours["drain_queue"]
+        lines.append(
+            "django-sqlqueue drain with `runworker --queue default --processes 2` (its claim "
+            f"walks the ready index): {queue_drain['jobs_per_s']:,.0f} jobs/s incl. start-up, "
+            f"{queue_drain.get('steady_jobs_per_s') or 0:,.0f} once started"
+            f"{'' if queue_drain['completed'] else ' (time cap)'}, against "
+            f"{_get(ours, 'drain', 'steady_jobs_per_s') or 0:,.0f} once started for the default "
+            "worker (every queue)."
+        )
+        lines.append("")
     if report.get("pgbench"):
         lines.append("The physical limit: pgbench running the bare claim-and-complete SQL on "
                      "django-sqlqueue's table (no Python):")
@@ -319,6 +388,8 @@ def render(report) -> str:
             latency = f"{row['latency_ms']:.2f}" if row.get("latency_ms") else ""
             lines.append(f"| {row['label']} | {jobs} | {latency} |")
         lines.append("")
+    if ours and "error" not in ours:
+        lines += targets(report, ours, [by_name[n] for n in peers]) + [""]
     notes = ["`*`: the drain hit its time cap before the queue was empty; the rate is jobs done "
              "over the time taken."]
     for result in results:
@@ -391,7 +462,14 @@ def main():
     parser.add_argument("--no-pgbench", action="store_true")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
     parser.add_argument("--system-timeout", type=float, default=480)
+    parser.add_argument("--render", metavar="RESULTS_JSON",
+                        help="print the table of an earlier run again (and redraw its chart)")
     args = parser.parse_args()
+    if args.render:
+        report = json.loads(Path(args.render).read_text())
+        say(render(report))
+        chart(report, Path(args.chart))
+        return
     started = time.monotonic()
     sizes = QUICK_SIZES if args.quick else SIZES
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
