@@ -223,6 +223,21 @@ class Runner:
     def sql(self, statement: str):
         self.conn.execute(statement)
 
+    # the machine's state: what one commit costs right now ---------------------------------------
+    def commit_probe(self, n=100) -> dict:
+        """The same tiny autocommit INSERT for every system, before its scenarios: other work on
+        the machine (a busy disk above all) shows up here, so results can be read against it."""
+        self.sql("CREATE TABLE IF NOT EXISTS bench_probe (id bigserial PRIMARY KEY, "
+                 "at timestamptz)")
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            self.conn.execute("INSERT INTO bench_probe (at) VALUES (now())")
+            times.append(time.perf_counter() - started)
+        self.sql("DROP TABLE bench_probe")
+        return {"n": n, "mean_ms": statistics.mean(times) * 1000,
+                "p50_ms": percentile(times, 50) * 1000, "p95_ms": percentile(times, 95) * 1000}
+
     # enqueue, one job per transaction --------------------------------------------------------
     def _size(self, key):
         value = self.sizes[key]
@@ -425,6 +440,8 @@ def run(system: System, sizes: dict, scenarios: list) -> dict:
     log(f"{system.label} {out['version']}: setup")
     system.setup()
     runner = Runner(system, sizes)
+    out["commit_probe"] = runner.commit_probe()
+    log(f"{system.label}: commit probe {json.dumps(_short(out['commit_probe']))}")
     for scenario in scenarios:
         log(f"{system.label}: {scenario}")
         started = time.perf_counter()

@@ -29,7 +29,6 @@ LABELS = {
     "sqlqueue": "django-sqlqueue", "pgqueuer": "pgqueuer", "procrastinate": "procrastinate",
     "django_tasks_db": "django-tasks-db", "django_q2": "django-q2 (ORM)", "raquel": "raquel",
 }
-PEERS = SYSTEMS[1:]
 
 SIZES = {
     "processes": 2,  # W: worker processes in the drain and pickup scenarios
@@ -56,11 +55,12 @@ QUICK_SIZES = {
     "memory": {"default": 5_000}, "memory_cap_s": 15,
 }
 SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
-# Worker memory over 100k jobs is measured for django-sqlqueue in a run of its own; for the
-# peers, the drain scenario samples the workers' memory too.
+# django-sqlqueue also drains with `runworker --queue default` (its claim then walks the ready
+# index), and runs many jobs through one worker for its memory. For the peers, the drain
+# scenario samples the workers' memory.
 EXTRA = {"sqlqueue": ["drain_queue", "memory"]}
 
-PGBENCH_RUNS = [  # (name, script, rows per transaction, clients, ready rows before the run)
+PGBENCH_RUNS = [  # (label, script, rows per transaction, clients, ready rows before the run)
     ("queue, 1 row/txn, 2 clients", "claim_complete_queue.sql", 1, 2, 100_000),
     ("queue, 10 rows/txn, 2 clients", "claim_complete_queue.sql", 10, 2, 300_000),
     ("queue, 1 row/txn, 8 clients", "claim_complete_queue.sql", 1, 8, 100_000),
@@ -69,6 +69,8 @@ PGBENCH_RUNS = [  # (name, script, rows per transaction, clients, ready rows bef
     ("every queue, 10 rows/txn, 2 clients", "claim_complete_all.sql", 10, 2, 20_000),
     ("floor: claim+complete in 1 txn, 1 row, 2 clients", "claim_complete_one_txn.sql", 1, 2,
      100_000),
+    ("minimal table, 1 row/txn, 2 clients", "minimal_claim_complete.sql", 1, 2, 100_000),
+    ("minimal table, 10 rows/txn, 2 clients", "minimal_claim_complete.sql", 10, 2, 300_000),
 ]
 
 
@@ -163,16 +165,22 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
          "--setup-only"],
         cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+    cluster.psql("pgbench_limit", (HERE / "pgbench" / "minimal_schema.sql").read_text())
     results = []
     for label, script, batch, clients, ready in PGBENCH_RUNS:
-        cluster.psql("pgbench_limit", "TRUNCATE django_sqlqueue_job")
-        cluster.psql(
-            "pgbench_limit",
-            "INSERT INTO django_sqlqueue_job (task_name, payload) SELECT 'noop', "  # noqa: S608
-            f"'{{\"args\": [], \"kwargs\": {{}}}}' FROM generate_series(1, {ready})",
-        )
-        cluster.psql("pgbench_limit", "VACUUM ANALYZE django_sqlqueue_job")
+        if script.startswith("minimal"):
+            table, done_status = "minimal_job", "done"
+            payload = '{"args": [], "kwargs": {}}'
+            fill = f"INSERT INTO minimal_job (payload) SELECT '{payload}' FROM generate_series(1, {ready})"  # noqa: S608, E501
+        else:
+            table, done_status = "django_sqlqueue_job", "succeeded"
+            payload = '{"args": [], "kwargs": {}}'
+            fill = f"INSERT INTO django_sqlqueue_job (task_name, payload) SELECT 'noop', '{payload}' FROM generate_series(1, {ready})"  # noqa: S608, E501
+        cluster.psql("pgbench_limit", f"TRUNCATE {table}")
+        cluster.psql("pgbench_limit", fill)
+        cluster.psql("pgbench_limit", f"VACUUM ANALYZE {table}")
         cluster.psql("pgbench_limit", "CHECKPOINT")
+        wal_before = cluster.psql("pgbench_limit", "SELECT pg_current_wal_lsn()")
         proc = subprocess.run(
             [str(cluster.bindir / "pgbench"), "-h", "127.0.0.1", "-p", str(cluster.port),
              "-U", cluster.superuser, "-n", "-M", "prepared", "-D", f"batch={batch}",
@@ -180,14 +188,21 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
              "-T", str(seconds), "pgbench_limit"],
             capture_output=True, text=True,
         )
-        (logdir / "pgbench.log").open("a").write(f"== {label}\n{proc.stdout}{proc.stderr}\n")
+        with (logdir / "pgbench.log").open("a") as log:
+            log.write(f"== {label}\n{proc.stdout}{proc.stderr}\n")
+        count = f"SELECT count(*) FROM {table} WHERE status = '{done_status}'"  # noqa: S608
+        completed = int(cluster.psql("pgbench_limit", count))
+        wal_sql = f"SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{wal_before}')"
+        wal = int(float(cluster.psql("pgbench_limit", wal_sql)))
         tps = re.search(r"tps = ([\d.]+) \(without initial", proc.stdout)
         latency = re.search(r"latency average = ([\d.]+) ms", proc.stdout)
         row = {"label": label, "script": script, "rows_per_txn": batch, "clients": clients,
-               "ready_rows": ready, "seconds": seconds}
+               "ready_rows": ready, "seconds": seconds, "completed_jobs": completed,
+               "wal_bytes_per_job": round(wal / completed) if completed else None}
         if tps and proc.returncode == 0:
             row["batches_per_s"] = float(tps.group(1))
-            row["jobs_per_s"] = float(tps.group(1)) * batch
+            # Jobs actually completed (not batches x rows: the last batches may be short).
+            row["jobs_per_s"] = completed / seconds
             row["latency_ms"] = float(latency.group(1)) if latency else None
         else:
             row["error"] = (proc.stderr or proc.stdout).strip()[-300:]
@@ -219,6 +234,8 @@ METRICS = [
     ("Claim, {small} finished rows (ms, p50)", ("claim", "small", "p50_ms"), "{:,.2f}", False),
     ("Claim, {large} finished rows (ms, p50)", ("claim", "large", "p50_ms"), "{:,.2f}", False),
     ("Worker RSS during drain, start → end (MB)", None, None, False),
+    ("Commit probe before the system ran (ms, mean)", ("commit_probe", "mean_ms"), "{:,.2f}",
+     None),
 ]
 
 
@@ -238,7 +255,7 @@ def cell(result, metric):
             return "error"
         return "n/a"
     text = fmt.format(value)
-    if path[0] in ("drain",) and not _get(result, "drain", "completed"):
+    if path[0] == "drain" and not _get(result, "drain", "completed"):
         text += "*"
     return text
 
@@ -259,6 +276,12 @@ def ratio_text(ours, theirs, higher_better):
     return f"{ratio:.2f}x"
 
 
+def batched_limit(report):
+    """The best pgbench rate at 10 rows per transaction (our table or the minimal one)."""
+    return max((r.get("jobs_per_s", 0) for r in report.get("pgbench", [])
+                if r["rows_per_txn"] == 10 and "every" not in r["label"]), default=None)
+
+
 def targets(report, ours, peers) -> list:
     """The targets of issue 7, each with the numbers of this run."""
     peers = [p for p in peers if "error" not in p]
@@ -275,16 +298,14 @@ def targets(report, ours, peers) -> list:
 
     drain = _get(ours, "drain", "steady_jobs_per_s")
     peer_drain, peer = best(("drain", "steady_jobs_per_s"))
-    limit = max((r.get("jobs_per_s", 0) for r in report.get("pgbench", [])
-                 if r["script"] == "claim_complete_queue.sql" and r["rows_per_txn"] == 10),
-                default=None)
+    limit = batched_limit(report)
     if drain and peer_drain:
         lines.append(f"- Drain >= 2x the fastest peer ({peer}, {peer_drain:,.0f}/s): "
                      f"{drain:,.0f}/s = {drain / peer_drain:.2f}x: "
                      f"{verdict(drain >= 2 * peer_drain)}.")
     if drain and limit:
-        lines.append(f"- Drain >= half the batched pgbench limit ({limit:,.0f}/s, 10 rows/txn): "
-                     f"{drain / limit:.2f}x of it: {verdict(drain >= limit / 2)}.")
+        lines.append(f"- Drain >= half the batched pgbench limit ({limit:,.0f}/s, best 10 "
+                     f"rows/txn): {drain / limit:.2f}x of it: {verdict(drain >= limit / 2)}.")
     bulk = _get(ours, "bulk", "jobs_per_s")
     peer_bulk, peer = best(("bulk", "jobs_per_s"))
     if bulk and peer_bulk:
@@ -310,10 +331,10 @@ def targets(report, ours, peers) -> list:
     memory = _get(ours, "memory")
     if isinstance(memory, dict) and "rss_mb_end" in memory:
         growth = memory["rss_mb_end"] - memory["rss_mb_start"]
+        enough = memory["done"] >= 100_000
         lines.append(f"- Worker memory flat over 100k jobs: {growth:+.1f} MB over "
-                     f"{memory['done']:,} jobs"
-                     f"{'' if memory['done'] >= 100_000 else ' (fewer than 100k: time cap)'}: "
-                     f"{verdict(abs(growth) < 5) if memory['done'] >= 100_000 else 'not shown'}.")
+                     f"{memory['done']:,} jobs{'' if enough else ' (fewer than 100k: time cap)'}: "
+                     f"{verdict(abs(growth) < 5) if enough else 'not shown'}.")
     return lines
 
 
@@ -338,8 +359,8 @@ def render(report) -> str:
         lines.append("| | " + " | ".join(f"vs {LABELS[n]}" for n in peers) + " |")
         lines.append("|" + "---|" * (len(peers) + 1))
         for metric in METRICS:
-            label, path, _, higher = metric
-            if path is None:
+            _, path, _, higher = metric
+            if path is None or higher is None:
                 continue
             row = []
             for peer in peers:
@@ -357,17 +378,8 @@ def render(report) -> str:
             f"{_get(ours, 'enqueue', 'ratio_vs_baseline'):.2f}x."
         )
         lines.append("")
-    if ours and isinstance(_get(ours, "memory"), dict) and "error" not in ours["memory"]:
-        memory = ours["memory"]
-        lines.append(
-            f"django-sqlqueue worker memory, 1 process (`runworker`), {memory['done']:,} jobs "
-            f"in {memory['seconds']:.0f}s{'' if memory['completed'] else ' (time cap)'}: "
-            f"{memory['rss_mb_start']:.1f} MB after start-up → {memory['rss_mb_end']:.1f} MB "
-            "at the end."
-        )
-        lines.append("")
-    if ours and isinstance(_get(ours, "drain_queue"), dict) and "error" not in ours["drain_queue"]:
-        queue_drain = ours["drain_queue"]
+    queue_drain = _get(ours, "drain_queue") if ours else None
+    if isinstance(queue_drain, dict) and "error" not in queue_drain:
         lines.append(
             "django-sqlqueue drain with `runworker --queue default --processes 2` (its claim "
             f"walks the ready index): {queue_drain['jobs_per_s']:,.0f} jobs/s incl. start-up, "
@@ -377,26 +389,39 @@ def render(report) -> str:
             "worker (every queue)."
         )
         lines.append("")
-    if report.get("pgbench"):
-        lines.append("The physical limit: pgbench running the bare claim-and-complete SQL on "
-                     "django-sqlqueue's table (no Python):")
+    memory = _get(ours, "memory") if ours else None
+    if isinstance(memory, dict) and "error" not in memory:
+        lines.append(
+            f"django-sqlqueue worker memory, 1 process (`runworker`), {memory['done']:,} jobs "
+            f"in {memory['seconds']:.0f}s{'' if memory['completed'] else ' (time cap)'}, about "
+            f"{memory['backlog']:,} kept ready: {memory['rss_mb_start']:.1f} MB after start-up "
+            f"→ {memory['rss_mb_end']:.1f} MB at the end."
+        )
         lines.append("")
-        lines.append("| pgbench script | jobs/s | latency per batch (ms) |")
-        lines.append("|---|---|---|")
+    if report.get("pgbench"):
+        lines.append("The physical limit: pgbench running the bare claim-and-complete SQL (no "
+                     "Python) on django-sqlqueue's table, and on a minimal job table:")
+        lines.append("")
+        lines.append("| pgbench script | jobs/s | latency per batch (ms) | WAL per job (bytes) |")
+        lines.append("|---|---|---|---|")
         for row in report["pgbench"]:
             jobs = f"{row['jobs_per_s']:,.0f}" if "jobs_per_s" in row else "error"
             latency = f"{row['latency_ms']:.2f}" if row.get("latency_ms") else ""
-            lines.append(f"| {row['label']} | {jobs} | {latency} |")
+            wal = f"{row['wal_bytes_per_job']:,}" if row.get("wal_bytes_per_job") else ""
+            lines.append(f"| {row['label']} | {jobs} | {latency} | {wal} |")
         lines.append("")
     if ours and "error" not in ours:
         lines += targets(report, ours, [by_name[n] for n in peers]) + [""]
     notes = ["`*`: the drain hit its time cap before the queue was empty; the rate is jobs done "
-             "over the time taken."]
+             "over the time taken.",
+             "Commit probe: 100 one-row autocommit INSERTs on the system's database just before "
+             "its scenarios; it shows what a commit (a WAL flush) cost at that moment, so a "
+             "system measured while the machine was busier can be told apart."]
     for result in results:
         if "error" in result:
             notes.append(f"{result['label']}: n/a: {result['error']}")
         notes += result.get("notes", [])
-        for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "memory"):
+        for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "drain_queue", "memory"):
             error = _get(result, scenario, "error")
             if error:
                 notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")
@@ -415,13 +440,13 @@ def chart(report, path: Path):
     labels = [LABELS[n] for n in names]
     colors = ["#d62728" if n == "sqlqueue" else "#7f7f7f" for n in names]
     panels = [
-        ("Drain, 2 workers (jobs/s, once started)", ("drain", "steady_jobs_per_s"), True),
-        ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s"), True),
-        ("Enqueue, 1 job per transaction (jobs/s)", ("enqueue", "jobs_per_s"), True),
-        ("Pickup latency p50 (ms, log scale)", ("pickup", "p50_ms"), False),
+        ("Drain, 2 workers (jobs/s, once started)", ("drain", "steady_jobs_per_s")),
+        ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s")),
+        ("Enqueue, 1 job per transaction (jobs/s)", ("enqueue", "jobs_per_s")),
+        ("Pickup latency p50 (ms, log scale)", ("pickup", "p50_ms")),
     ]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, (title, keys, _) in zip(axes.flat, panels, strict=True):
+    for ax, (title, keys) in zip(axes.flat, panels, strict=True):
         values = [_get(by_name[n], *keys) or 0 for n in names]
         bars = ax.barh(labels, values, color=colors)
         ax.invert_yaxis()
@@ -433,9 +458,7 @@ def chart(report, path: Path):
                     f" {value:,.0f}" if value >= 10 else f" {value:,.1f}", va="center",
                     fontsize=9)
         if keys[0] == "drain":
-            best = max((r.get("jobs_per_s", 0) for r in report.get("pgbench", [])
-                        if r["script"] == "claim_complete_queue.sql"
-                        and r["rows_per_txn"] == 10 and r["clients"] == 2), default=None)
+            best = batched_limit(report)
             if best:
                 ax.axvline(best, color="#1f77b4", linestyle="--", linewidth=1)
                 ax.set_title(f"{title}\ndashed: pgbench, bare SQL, 10 rows/txn ({best:,.0f})",
@@ -478,8 +501,7 @@ def main():
     cluster = BenchCluster()
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "sizes": sizes, "quick": args.quick,
-              "django_sqlqueue_checkout": checkout(),
-              "load_at_start": round(loadavg(), 2)}
+              "django_sqlqueue_checkout": checkout(), "load_at_start": round(loadavg(), 2)}
     say(f"==> PostgreSQL: starting a throwaway cluster in {cluster.base} (fsync on)")
     try:
         cluster.start()

@@ -1,9 +1,10 @@
 -- The same, with the claim of the default worker (`runworker` with no --queue: every queue). With
 -- no queue in the WHERE clause the ready index (queue, -priority, run_at, id) cannot give the
 -- claim order, so each claim reads and sorts every ready row: its cost grows with the backlog.
-WITH claimed AS (
+WITH claim AS (SELECT gen_random_uuid() AS token),  -- one token per claim, as runworker does
+claimed AS (
     UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
-        lease_expires_at = now() + interval '30 seconds', claim_token = gen_random_uuid(),
+        lease_expires_at = now() + interval '30 seconds', claim_token = (SELECT token FROM claim),
         attempts = attempts + 1
     WHERE id IN (
         SELECT id FROM django_sqlqueue_job

@@ -2,9 +2,10 @@
 -- per batch. No real worker can work like this (the claim must be committed before the job runs);
 -- it shows what one WAL flush per batch costs.
 BEGIN;
-WITH claimed AS (
+WITH claim AS (SELECT gen_random_uuid() AS token),  -- one token per claim, as runworker does
+claimed AS (
     UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
-        lease_expires_at = now() + interval '30 seconds', claim_token = gen_random_uuid(),
+        lease_expires_at = now() + interval '30 seconds', claim_token = (SELECT token FROM claim),
         attempts = attempts + 1
     WHERE id IN (
         SELECT id FROM django_sqlqueue_job

@@ -2,9 +2,10 @@
 -- transaction claims up to :batch ready rows (the claim statement `runworker --queue default`
 -- sends, which walks the partial index sqlqueue_job_ready in claim order), a second one completes
 -- them all (the fenced outcome UPDATE, once for the batch). Two commits per :batch jobs.
-WITH claimed AS (
+WITH claim AS (SELECT gen_random_uuid() AS token),  -- one token per claim, as runworker does
+claimed AS (
     UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
-        lease_expires_at = now() + interval '30 seconds', claim_token = gen_random_uuid(),
+        lease_expires_at = now() + interval '30 seconds', claim_token = (SELECT token FROM claim),
         attempts = attempts + 1
     WHERE id IN (
         SELECT id FROM django_sqlqueue_job
