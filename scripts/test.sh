@@ -38,18 +38,7 @@ if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/
     echo "The browser test will fail without them (SQLQUEUE_SKIP_BROWSER=1 skips it)." >&2
 fi
 
-python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
-  local want=$1 candidate
-  for candidate in python3.13 python3.12 python3 \
-      "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python /usr/bin/python3.1[2-9]; do
-    if "$candidate" -c "import sys; sys.exit(sys.version_info < tuple(map(int, '$want'.split('.'))))" \
-        >/dev/null 2>&1; then
-      command -v "$candidate" 2>/dev/null || echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
+source scripts/lib.sh  # python_at_least
 
 make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
   if [ ! -x "$1/bin/python" ]; then
