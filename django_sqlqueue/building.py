@@ -2,37 +2,56 @@
 
 Everything a caller can get wrong is checked here, before any SQL runs, so a bad enqueue raises
 at the call site and writes nothing.
+
+The checks are split so that an enqueue repeats none it need not. The options that describe every
+job of a task (queue, priority, retry policy, ...) become :class:`JobDefaults`, checked once per
+task and version of the settings (``Task.job_defaults``); each enqueue then checks only its own
+payload and per-call options.
 """
 
 import datetime as dt
+import functools
+from dataclasses import dataclass
 
 from django.utils import timezone
 
 from . import validation
-from .conf import get_settings
+from .conf import QueueSettings, get_settings
+from .statuses import JobStatus
+
+#: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
+#: ``@job`` and ``Task.using`` take the same names.
+ENQUEUE_OPTIONS = frozenset(
+    {
+        "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
+        "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
+    }
+)
+#: Options that describe one enqueue, not the task, so ``@job`` refuses them.
+PER_CALL_OPTIONS = frozenset({"run_at", "delay", "unique_key"})
 
 
-def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
-    """Validated field values for one job. ``options`` are the keyword arguments of enqueue."""
-    conf = get_settings()
-    now = now or timezone.now()
-    run_at = validation.run_at(options.get("run_at"), options.get("delay"), now)
-    max_age = options.get("max_age")
-    expires_at = None
-    if max_age is not None:
-        # max_age counts from the moment the job is due, so a job scheduled for tomorrow with
-        # max_age=1h may start until one hour after its run_at.
-        age = validation.seconds(max_age, "max_age", allow_zero=False)
-        expires_at = run_at + dt.timedelta(seconds=age)
+@dataclass(frozen=True)
+class JobDefaults:
+    """The checked fields that every job of one task shares, for one version of the settings."""
+
+    settings: QueueSettings  # the settings they were derived from; stale once these change
+    fields: dict  # task_name, queue, priority, max_attempts, retry policy, timeout_seconds
+    max_age: float | None  # seconds from run_at to expires_at; None: the jobs never expire
+
+
+def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = None) -> JobDefaults:
+    """Check the task-level enqueue options (per-call ones, like ``run_at``, are not read)."""
+    conf = conf or get_settings()
 
     def option(key, default):
         value = options.get(key)
         return default if value is None else value
 
-    return {
+    max_age, timeout = options.get("max_age"), options.get("timeout")
+    fields = {
         "task_name": task_name,
         "queue": validation.queue_name(option("queue", conf.DEFAULT_QUEUE)),
-        "payload": validation.json_payload(args, kwargs, max_bytes=conf.MAX_PAYLOAD_BYTES),
         "priority": validation.priority(option("priority", 0)),
         "max_attempts": validation.max_attempts(option("max_attempts", conf.MAX_ATTEMPTS)),
         **validation.retry_policy(
@@ -41,16 +60,74 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
             max_delay=option("retry_max_delay", conf.MAX_RETRY_DELAY_SECONDS),
             jitter=option("retry_jitter", conf.RETRY_JITTER),
         ),
-        "run_at": run_at,
-        "expires_at": expires_at,
-        "enqueued_at": now,
-        "unique_key": validation.unique_key(options.get("unique_key")),
         "timeout_seconds": None
-        if options.get("timeout") is None
-        else validation.seconds(options["timeout"], "timeout", allow_zero=False),
+        if timeout is None
+        else validation.seconds(timeout, "timeout", allow_zero=False),
+    }
+    # max_age counts from the moment the job is due, so a job scheduled for tomorrow with
+    # max_age=1h may start until one hour after its run_at.
+    max_age = None if max_age is None else validation.seconds(max_age, "max_age", allow_zero=False)
+    return JobDefaults(settings=conf, fields=fields, max_age=max_age)
+
+
+def prepare_job(model, task, args, kwargs, options=None):
+    """An unsaved, complete ``model`` (Job) of ``task``, a registered Task; ``options`` are the
+    enqueue options of this call (names already checked), over the task's own."""
+    merged = {**task.options, **options} if options else task.options
+    if not options or PER_CALL_OPTIONS.issuperset(options):
+        defaults = task.job_defaults()  # checked once per task
+    else:  # this call changes some of the task's options: check them together
+        defaults = job_defaults(task.name, merged)
+    fields = new_job_fields(
+        defaults, args, kwargs, run_at=merged.get("run_at"), delay=merged.get("delay"),
+        unique_key=merged.get("unique_key"),
+    )
+    return build_job(model, fields)
+
+
+def new_job_fields(
+    defaults: JobDefaults, args, kwargs, *, run_at=None, delay=None, unique_key=None, now=None
+) -> dict:
+    """Every field value of one new job: ``defaults`` plus this call's payload, time and key."""
+    now = now or timezone.now()
+    due = validation.run_at(run_at, delay, now)
+    return {
+        **defaults.fields,
+        "payload": validation.json_payload(
+            args, kwargs, max_bytes=defaults.settings.MAX_PAYLOAD_BYTES
+        ),
+        "run_at": due,
+        "expires_at": None
+        if defaults.max_age is None
+        else due + dt.timedelta(seconds=defaults.max_age),
+        "enqueued_at": now,
+        "unique_key": validation.unique_key(unique_key),
+        # The state of a new job: the table's database defaults, set here as well so that a
+        # prepared Job is complete and equal to its row before it is inserted.
+        "status": JobStatus.QUEUED,
+        "attempts": 0,
+        "errors": [],
     }
 
 
-def validate_options(task_name: str, options: dict) -> None:
-    """Check a task's default options once, when ``@job`` registers it."""
-    job_fields(task_name, (), {}, **options)
+def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
+    """Validated field values for one job. ``options`` are the keyword arguments of enqueue."""
+    return new_job_fields(
+        job_defaults(task_name, options), args, kwargs, now=now,
+        run_at=options.get("run_at"), delay=options.get("delay"),
+        unique_key=options.get("unique_key"),
+    )
+
+
+def build_job(model, fields: dict):
+    """``model(**fields)``, faster: ``Model.__init__`` takes values in field order (as
+    ``Model.from_db`` passes them) much faster than keywords. Fields not given get their default,
+    as with keywords."""
+    return model(*[
+        fields[name] if name in fields else default() for name, default in _field_order(model)
+    ])
+
+
+@functools.cache
+def _field_order(model) -> tuple:
+    return tuple((field.attname, field.get_default) for field in model._meta.concrete_fields)

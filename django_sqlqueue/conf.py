@@ -1,4 +1,4 @@
-"""Settings, read from ``settings.SQLQUEUE`` at call time (never at import), with defaults.
+"""Settings, read from ``settings.SQLQUEUE`` when first needed (never at import), with defaults.
 
 ::
 
@@ -11,6 +11,10 @@
 
 Unknown keys and values of the wrong type raise ``ImproperlyConfigured`` naming the key, and the
 ``sqlqueue.E001`` system check reports the same problem at ``manage.py check`` time.
+
+Valid settings are checked once and kept until Django reports a change of ``SQLQUEUE`` (the
+``setting_changed`` signal, sent by ``override_settings`` and pytest-django's ``settings``), so
+reading them costs nothing per enqueue. Invalid settings are never kept: every call raises.
 """
 
 import math
@@ -19,6 +23,8 @@ from dataclasses import dataclass, fields
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 # The queue-name rule (validation.py imports it from here, as settings must not import validation).
 QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -80,8 +86,26 @@ _TYPES = {
 }
 
 
+_validated: "QueueSettings | None" = None
+
+
 def get_settings() -> QueueSettings:
-    """Return the current settings, validated. Cheap enough to call per enqueue."""
+    """Return the current settings, validated; checked once, then kept until they change."""
+    global _validated
+    conf = _validated
+    if conf is None:
+        conf = _validated = _read_settings()
+    return conf
+
+
+@receiver(setting_changed)
+def _forget_settings(*, setting, **kwargs):
+    global _validated
+    if setting == "SQLQUEUE":
+        _validated = None
+
+
+def _read_settings() -> QueueSettings:
     raw = getattr(django_settings, "SQLQUEUE", None) or {}
     if not isinstance(raw, dict):
         raise ImproperlyConfigured(

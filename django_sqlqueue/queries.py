@@ -1,6 +1,7 @@
 """JobQuerySet: filters are adjectives (``ready``), state changes are verbs (``claim``)."""
 
 import datetime as dt
+import functools
 import uuid
 from dataclasses import dataclass, field
 
@@ -9,10 +10,11 @@ from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from . import notify, sql
-from .building import job_fields
+from . import sql
+from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
-from .registry import ENQUEUE_OPTIONS, check_option_names, resolve
+from .inserting import insert_jobs
+from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
     READY_STATUSES,
@@ -80,8 +82,7 @@ class JobQuerySet(models.QuerySet):
     def prepare(self, task, args=(), kwargs=None, **options):
         """An unsaved, validated Job: what ``enqueue`` would insert. For ``bulk_enqueue``."""
         check_option_names(options, allowed=ENQUEUE_OPTIONS, where="enqueue()")
-        task = resolve(task)
-        return self.model(**job_fields(task.name, args, kwargs, **{**task.options, **options}))
+        return prepare_job(self.model, resolve(task), args, kwargs, options)
 
     def enqueue(self, task, args=(), kwargs=None, *, using=None, **options):
         """Validate and insert one job, in the current transaction of its database.
@@ -100,15 +101,13 @@ class JobQuerySet(models.QuerySet):
         """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
         alias = self._write_alias(using)
         if job.unique_key is None:
-            job.save(using=alias, force_insert=True)
-            notify.jobs_enqueued(alias, [job.queue])
+            insert_jobs([job], alias)
             return job
         for _ in range(3):
             try:
                 # A savepoint, so that a duplicate key does not break the caller's transaction.
                 with transaction.atomic(using=alias):
-                    job.save(using=alias, force_insert=True)
-                notify.jobs_enqueued(alias, [job.queue])
+                    insert_jobs([job], alias)
                 return job
             except IntegrityError:
                 existing = (
@@ -136,22 +135,24 @@ class JobQuerySet(models.QuerySet):
                     f"bulk_enqueue() cannot deduplicate unique_key {job.unique_key!r}: "
                     "enqueue unique jobs one at a time with enqueue()."
                 )
-        alias = self._write_alias(using)
-        created = self.model.objects.using(alias).bulk_create(jobs, batch_size=batch_size)
-        if created:
-            notify.jobs_enqueued(alias, {job.queue for job in created})
-        return created
+        insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
+        return jobs
 
     # ---- claim ---------------------------------------------------------------------------
     def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None) -> list:
         """Claim up to ``limit`` ready jobs for ``worker_id`` and return them, running.
 
-        The jobs are picked in claim order with ``select_for_update(skip_locked=True)`` and
-        updated in the same statement: status running, one more attempt, claimed_by/at, a lease
-        until now + ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a
-        fresh claim token that fences every later outcome write.
+        The jobs are picked in claim order with ``FOR UPDATE SKIP LOCKED`` and updated in the
+        same statement: status running, one more attempt, claimed_by/at, a lease until now +
+        ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a fresh claim
+        token that fences every later outcome write. The statement commits on its own (or with
+        the caller's transaction, inside ``atomic()``).
         """
-        if limit < 1 or (queues is not None and not isinstance(queues, str) and not queues):
+        if isinstance(queues, str):
+            queues = [queues]
+        elif queues is not None:
+            queues = list(dict.fromkeys(queues))
+        if limit < 1 or queues == []:
             return []
         now = now or timezone.now()
         lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
@@ -166,20 +167,24 @@ class JobQuerySet(models.QuerySet):
             "lease_expires_at": now + dt.timedelta(seconds=lease_seconds),
             "claim_token": uuid.uuid4(),
         }
-        with transaction.atomic(using=alias):
+        if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
             picked = (
-                self.using(alias)  # keeps this queryset's own filters
-                .ready(now)
-                .in_queues(queues)
-                .order_by(*CLAIM_ORDER)
-                .select_for_update(skip_locked=True)
-                .values("pk")[:limit]
+                self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
+                .select_for_update(skip_locked=True).values("pk")[:limit]
             )
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-            statement, params = sql.claim_jobs(
-                picked_sql, picked_params, self.model, connection, set_values
-            )
-            jobs = list(self.model.objects.db_manager(alias).raw(statement, params))
+        else:
+            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues))
+            db_now = self.model._meta.get_field("run_at").get_db_prep_value(now, connection)
+            picked_params = (db_now, db_now, *(queues or ()), limit)
+        statement = _claim_sql(self.model, alias, tuple(set_values), picked_sql)
+        params = [
+            self.model._meta.get_field(name).get_db_prep_save(value, connection)
+            for name, value in set_values.items()
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(statement, (*params, *picked_params))
+            jobs = rows_to_models(self.model, alias, cursor.fetchall())
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 
@@ -291,3 +296,39 @@ class JobQuerySet(models.QuerySet):
             stats.lag_seconds = max((now - oldest_ready_at).total_seconds(), 0.0)
         return dict(sorted(by_queue.items()))
 
+
+
+# ---- helpers of claim -------------------------------------------------------------------------
+# The claim runs a few hundred times a second per worker; its SQL text is built once per shape.
+@functools.lru_cache(maxsize=64)
+def _ready_ids_sql(model, alias, queue_count):
+    return sql.ready_ids(model, connections[alias], queue_count=queue_count)
+
+
+@functools.lru_cache(maxsize=256)
+def _claim_sql(model, alias, set_fields, picked_sql):
+    return sql.claim_jobs(picked_sql, model, connections[alias], set_fields)
+
+
+def rows_to_models(model, alias, rows) -> list:
+    """Model instances from rows of every concrete column (``RETURNING`` them all), converted
+    as the ORM converts query results (JSON text, SQLite's dates and UUIDs...)."""
+    connection = connections[alias]
+    converters = getattr(connection, "_sqlqueue_converters", None)
+    if converters is None or converters[0] is not model:
+        table = model._meta.db_table
+        columns = [field.get_col(table) for field in model._meta.concrete_fields]
+        converters = (model, [
+            (col, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)])
+            for col in columns
+        ], [field.attname for field in model._meta.concrete_fields])
+        connection._sqlqueue_converters = converters
+    _, column_converters, attnames = converters
+    instances = []
+    for row in rows:
+        values = list(row)
+        for index, (col, functions) in enumerate(column_converters):
+            for convert in functions:
+                values[index] = convert(values[index], col, connection)
+        instances.append(model.from_db(alias, attnames, values))
+    return instances

@@ -10,20 +10,12 @@ import inspect
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import building
+from .building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
+from .conf import get_settings
 from .exceptions import UnknownTask
 
 _tasks: dict = {}
-
-#: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
-#: ``@job`` and ``Task.using`` take the same names.
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
-        "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
-    }
-)
-#: Options that describe one enqueue, not the task, so ``@job`` refuses them.
-PER_CALL_OPTIONS = frozenset({"run_at", "delay", "unique_key"})
 
 
 class Task:
@@ -34,6 +26,7 @@ class Task:
         self.name = name
         self.options = options
         self.is_async = inspect.iscoroutinefunction(func)
+        self._job_defaults = None  # see job_defaults()
         functools.update_wrapper(self, func)
 
     def __repr__(self):
@@ -47,23 +40,32 @@ class Task:
         check_option_names(options, allowed=ENQUEUE_OPTIONS, where="Task.using()")
         return Task(self.func, self.name, {**self.options, **options})
 
+    def job_defaults(self) -> building.JobDefaults:
+        """This task's options, checked at the first call and again only when the settings
+        change (some defaults, like the queue, come from them)."""
+        conf = get_settings()
+        defaults = self._job_defaults
+        if defaults is None or defaults.settings is not conf:
+            defaults = self._job_defaults = building.job_defaults(self.name, self.options, conf)
+        return defaults
+
     def prepare(self, *args, **kwargs):
         """An unsaved, validated :class:`Job` for ``Job.objects.bulk_enqueue``."""
         from .models import Job
 
-        return Job.objects.prepare(self, args, kwargs, **self.options)
+        return building.prepare_job(Job, self, args, kwargs)
 
     def enqueue(self, *args, **kwargs):
         """Insert the job now, in the current transaction of its database, and return it."""
         from .models import Job
 
-        return Job.objects.enqueue(self, args, kwargs, **self.options)
+        return Job.objects.enqueue_prepared(building.prepare_job(Job, self, args, kwargs))
 
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         from .transactions import enqueue_on_commit
 
-        return enqueue_on_commit(self, args, kwargs, **self.options)
+        return enqueue_on_commit(self, args, kwargs)
 
 
 def check_option_names(options: dict, *, allowed: frozenset, where: str) -> None:
@@ -93,9 +95,7 @@ def job(func=None, /, *, name: str | None = None, **options):
             options, allowed=ENQUEUE_OPTIONS - PER_CALL_OPTIONS, where=f"@job for {task_name}"
         )
         task = Task(func, task_name, dict(options))
-        from .building import validate_options  # deferred: building reads settings
-
-        validate_options(task_name, options)
+        task.job_defaults()  # checks the options now, so that a bad one fails at import time
         existing = _tasks.get(task_name)
         if existing is not None and _origin(existing.func) != _origin(func):
             raise ImproperlyConfigured(

@@ -20,6 +20,8 @@ from .exceptions import (
 
 MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
 UNIQUE_KEY_MAX_LENGTH = 255
+# Made once: json.dumps() with options builds a new encoder per call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def json_payload(args, kwargs, *, max_bytes: int) -> dict:
@@ -35,49 +37,72 @@ def json_payload(args, kwargs, *, max_bytes: int) -> dict:
     if not isinstance(kwargs, dict):
         raise InvalidPayload(f"kwargs must be a dict, not {type(kwargs).__name__}.")
     payload = {"args": list(args), "kwargs": kwargs}
-    check_json(payload["args"], "args")
-    check_json(kwargs, "kwargs")
-    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > max_bytes:
-        raise InvalidPayload(
-            f"the payload is {size} bytes, over the limit of {max_bytes} "
-            "(SQLQUEUE['MAX_PAYLOAD_BYTES']): store large data in your own table and pass its id."
-        )
+    size_bound = len('{"args":,"kwargs":}') + check_json(payload["args"], "args") + check_json(
+        kwargs, "kwargs"
+    )
+    if size_bound > max_bytes:  # maybe too large: only then is the exact size worth computing
+        size = len(_COMPACT_JSON.encode(payload).encode())
+        if size > max_bytes:
+            raise InvalidPayload(
+                f"the payload is {size} bytes, over the limit of {max_bytes} "
+                "(SQLQUEUE['MAX_PAYLOAD_BYTES']): store large data in your own table and pass "
+                "its id."
+            )
     return payload
 
 
-def check_json(value, path: str) -> None:
-    if value is None or isinstance(value, (str, bool, int)):
-        return
+def check_json(value, path: str) -> int:
+    """Raise :class:`InvalidPayload` naming the first value under ``path`` that is not plain JSON.
+
+    Returns an upper bound of the value's size as compact JSON in UTF-8, found on the way, so that
+    a payload well under the size limit need not be encoded to know it.
+    """
+    return _checked_size_bound(value, (path,))
+
+
+def _checked_size_bound(value, path: tuple) -> int:
+    if isinstance(value, str):
+        return 6 * len(value) + 2  # at worst, every character is written as \u00XX
+    if value is None or isinstance(value, bool):
+        return 5  # null, true, false
+    if isinstance(value, int):
+        return value.bit_length() // 3 + 2  # a bit is less than 1/3 of a digit; and the sign
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidPayload(
-                f"{path} is {value!r}, which JSON cannot store: use None or a number."
+                f"{_path_text(path)} is {value!r}, which JSON cannot store: use None or a number."
             )
-        return
+        return 24  # the longest repr() of a float
     if isinstance(value, (list, tuple)):
+        size = 2 + len(value)  # brackets and commas
         for index, item in enumerate(value):
-            check_json(item, f"{path}[{index}]")
-        return
+            size += _checked_size_bound(item, (*path, index))
+        return size
     if isinstance(value, dict):
+        size = 2 + len(value)
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidPayload(
-                    f"{path} has the key {key!r} ({type(key).__name__}); JSON object keys must be "
-                    "strings."
+                    f"{_path_text(path)} has the key {key!r} ({type(key).__name__}); JSON object "
+                    "keys must be strings."
                 )
-            check_json(item, f"{path}[{key!r}]")
-        return
+            size += 6 * len(key) + 3 + _checked_size_bound(item, (*path, key))
+        return size
     hint = ""
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         hint = ": pass value.isoformat() and parse it in the job"
     elif hasattr(value, "pk"):
         hint = ": pass the object's pk and fetch it in the job"
     raise InvalidPayload(
-        f"{path} is {value!r} ({type(value).__module__}.{type(value).__qualname__}), which is not "
-        f"JSON-serialisable{hint}. Job arguments must be JSON: str, int, float, bool, None, "
-        "lists and dicts with string keys."
+        f"{_path_text(path)} is {value!r} ({type(value).__module__}.{type(value).__qualname__}), "
+        f"which is not JSON-serialisable{hint}. Job arguments must be JSON: str, int, float, "
+        "bool, None, lists and dicts with string keys."
     )
+
+
+def _path_text(path: tuple) -> str:
+    """``("kwargs", "a", 0)`` as ``kwargs['a'][0]``: list indexes are ints, dict keys strs."""
+    return path[0] + "".join(f"[{part!r}]" for part in path[1:])
 
 
 def queue_name(queue) -> str:

@@ -1,6 +1,6 @@
--- The same, with the claim of the default worker (`runworker` with no --queue: every queue). With
--- no queue in the WHERE clause the ready index (queue, -priority, run_at, id) cannot give the
--- claim order, so each claim reads and sorts every ready row: its cost grows with the backlog.
+-- The same, with the claim of the default worker (`runworker` with no --queue: every queue),
+-- which walks the partial index sqlqueue_job_ready_any_queue (-priority, run_at, id) in claim
+-- order. (Before that index, this claim read and sorted every ready row.)
 WITH claim AS (SELECT gen_random_uuid() AS token),  -- one token per claim, as runworker does
 claimed AS (
     UPDATE django_sqlqueue_job SET status = 'running', claimed_by = 'pgbench', claimed_at = now(),
@@ -17,4 +17,4 @@ SELECT coalesce(array_agg(id), '{}') AS ids, min(claim_token::text) AS token FRO
 \gset
 UPDATE django_sqlqueue_job SET status = 'succeeded', result = 'null', finished_at = now(),
     lease_expires_at = NULL
-WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = :token::uuid;
+WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = NULLIF(:token, '')::uuid;

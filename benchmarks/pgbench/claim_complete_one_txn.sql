@@ -19,5 +19,5 @@ SELECT coalesce(array_agg(id), '{}') AS ids, min(claim_token::text) AS token FRO
 \gset
 UPDATE django_sqlqueue_job SET status = 'succeeded', result = 'null', finished_at = now(),
     lease_expires_at = NULL
-WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = :token::uuid;
+WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = NULLIF(:token, '')::uuid;
 COMMIT;

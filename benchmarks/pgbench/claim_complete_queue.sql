@@ -11,7 +11,7 @@ claimed AS (
         SELECT id FROM django_sqlqueue_job
         WHERE run_at <= now() AND status IN ('queued', 'failed')
             AND (expires_at IS NULL OR expires_at > now())
-            AND queue IN ('default')
+            AND queue = 'default'
         ORDER BY priority DESC, run_at ASC, id ASC
         LIMIT :batch FOR UPDATE SKIP LOCKED)
     RETURNING id, claim_token)
@@ -19,4 +19,4 @@ SELECT coalesce(array_agg(id), '{}') AS ids, min(claim_token::text) AS token FRO
 \gset
 UPDATE django_sqlqueue_job SET status = 'succeeded', result = 'null', finished_at = now(),
     lease_expires_at = NULL
-WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = :token::uuid;
+WHERE id = ANY(:ids::bigint[]) AND status = 'running' AND claim_token = NULLIF(:token, '')::uuid;

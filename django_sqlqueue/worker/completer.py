@@ -89,17 +89,8 @@ class Completer:
 
     def _write(self, batch) -> set:
         connection = connections[self.alias]
-        fields = {name: Job._meta.get_field(name) for name in ("claim_token", "result",
-                                                               "finished_at")}
-        rows = [
-            (
-                job.pk,
-                fields["claim_token"].get_db_prep_save(job.claim_token, connection),
-                fields["result"].get_db_prep_save(outcome.result, connection),
-                fields["finished_at"].get_db_prep_save(finished_at, connection),
-            )
-            for job, outcome, finished_at in batch
-        ]
+        rows = [(job.pk, job.claim_token, outcome.result, finished_at)
+                for job, outcome, finished_at in batch]
         statement, params = sql.complete_many(Job, connection, rows)
         with connection.cursor() as cursor:
             cursor.execute(statement, params)

@@ -1,8 +1,11 @@
 """The threads that run jobs, and the jobs this process holds.
 
-A job is "held" from the moment it is claimed until its outcome is written; the fetcher never
-claims more jobs than there are free slots (size minus held), so no claimed job waits in a
-local queue while its lease ticks.
+A job is "held" from the moment it is claimed until its outcome is written. The fetcher claims
+up to the free slots: the threads, plus - while recent jobs were short - as many jobs again
+claimed ahead, so the threads have work while the next claim is on its way (for short jobs the
+claim's round trip, not the jobs, would otherwise set the pace). A job claimed ahead waits for a
+thread for at most ``CLAIMED_AHEAD_MAX_WAIT`` seconds; after that the fetcher releases it, so a
+few long jobs cannot hold back work another worker could do.
 """
 
 import logging
@@ -11,10 +14,16 @@ import threading
 import time
 from dataclasses import dataclass
 
+from django.db import connections
+
 from ..execution import Outcome, apply_outcome, call_task, report
 from .resilience import TRANSIENT, call_with_retry, tidy_connections
 
 logger = logging.getLogger(__name__)
+#: Jobs are claimed ahead only while the recent average job took less than this (seconds).
+SHORT_JOB_SECONDS = 0.05
+#: A job claimed ahead that has not started after this long is released (see the docstring).
+CLAIMED_AHEAD_MAX_WAIT = 1.0
 
 
 @dataclass
@@ -36,6 +45,7 @@ class Pool:
         self.on_slot_free = on_slot_free
         self.completer = completer  # writes successes in batches; None: each job writes its own
         self.jobs_done = 0
+        self.mean_duration = None  # moving average of recent jobs' run time, seconds
         self._inbox: queue.Queue = queue.Queue()
         self._held: dict = {}
         self._lock = threading.Lock()
@@ -49,9 +59,15 @@ class Pool:
             thread.start()
 
     # ---- what the fetcher and heartbeat see ------------------------------------------------
+    def capacity(self) -> int:
+        """How many jobs to hold: the threads, plus as many claimed ahead while jobs are short."""
+        short = self.mean_duration is not None and self.mean_duration < SHORT_JOB_SECONDS
+        return 4 * self.size if short else self.size
+
     def free_slots(self) -> int:
+        capacity = self.capacity()
         with self._lock:
-            return self.size - len(self._held)
+            return capacity - len(self._held)
 
     def held(self) -> list:
         with self._lock:
@@ -71,6 +87,17 @@ class Pool:
             self._held[job.pk] = HeldJob(job, claimed_at=time.monotonic())
         self._inbox.put(job)
 
+    def take_waiting(self, longer_than: float) -> list:
+        """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
+        (the caller releases them); a thread that later takes one from the inbox skips it."""
+        cutoff = time.monotonic() - longer_than
+        with self._lock:
+            stale = [entry.job for entry in self._held.values()
+                     if entry.started_at is None and entry.claimed_at < cutoff]
+            for job in stale:
+                del self._held[job.pk]
+        return stale
+
     def take_unstarted(self) -> list:
         """Remove the jobs no thread has started yet (for release at shutdown)."""
         taken = []
@@ -86,31 +113,38 @@ class Pool:
             taken.append(job)
         return taken
 
-    def stop(self):
+    def stop(self, *, wait: float | None = None):
+        """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
+        to wait for them."""
         for _ in self._threads:
             self._inbox.put(None)
+        if wait is not None:
+            for thread in self._threads:
+                thread.join(wait)
 
     # ---- the job threads -------------------------------------------------------------------
     def _work(self):
         while True:
             job = self._inbox.get()
             if job is None:
+                connections.close_all()  # this thread's own connections
                 return
+            ran = False
             try:
-                self._run(job)
+                ran = self._run(job)
             except Exception:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
             finally:
                 with self._lock:
                     self._held.pop(job.pk, None)
-                    self.jobs_done += 1
+                    self.jobs_done += bool(ran)
                 self.on_slot_free()
 
     def _run(self, job):
         with self._lock:
             entry = self._held.get(job.pk)
-            if entry is None:  # released by a shutdown before it started
-                return
+            if entry is None:  # withdrawn before it started (shutdown, waited too long)
+                return False
             entry.started_at = time.monotonic()
             timeout = job.timeout_seconds or self.default_timeout
             entry.deadline = entry.started_at + timeout if timeout else None
@@ -119,16 +153,17 @@ class Pool:
             outcome = call_task(job)
         except BaseException as exc:  # SystemExit in a job thread: a failed job, not a dead thread
             outcome = Outcome("failed", error=exc)
+        self._record_duration(outcome.duration_seconds)
         if entry.timed_out:
             # The heartbeat already failed this attempt; the late outcome is fenced out anyway.
             logger.warning(
                 "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
                 job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
             )
-            return
+            return True
         if outcome.kind == "succeeded" and self.completer is not None:
             self.completer.add(job, outcome)  # written (and logged) with the next batch
-            return
+            return True
         try:
             applied = call_with_retry(
                 lambda: apply_outcome(job, outcome),
@@ -140,6 +175,11 @@ class Pool:
             logger.error(
                 "gave up recording the outcome of job id=%s; its lease will run it again", job.pk
             )
-            return
+            return True
         report(job, outcome, applied)
         tidy_connections()
+        return True
+
+    def _record_duration(self, seconds: float) -> None:
+        previous = self.mean_duration
+        self.mean_duration = seconds if previous is None else 0.9 * previous + 0.1 * seconds

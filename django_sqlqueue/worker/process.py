@@ -21,7 +21,7 @@ from .completer import Completer
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .maintenance import Maintenance
-from .pool import Pool
+from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection
 from .wakeup import Wakeup
 
@@ -118,6 +118,8 @@ class WorkerProcess:
             self.wakeup.wait()
 
     def _claim(self) -> list:
+        for job in self.pool.take_waiting(longer_than=CLAIMED_AHEAD_MAX_WAIT):
+            self._release(job)  # claimed ahead, but the threads are busy with long jobs
         if self.draining:
             return []
         self._gather_free_slots()
@@ -137,7 +139,7 @@ class WorkerProcess:
     def _gather_free_slots(self, wait=0.01):
         """With only a few slots free and jobs still running, wait a moment for more: one claim
         for several jobs costs one commit instead of several. Idle workers claim at once."""
-        half = max(1, self.config.concurrency // 2)
+        half = max(1, self.pool.capacity() // 2)
         deadline = time.monotonic() + wait
         while 0 < self.pool.free_slots() < half and time.monotonic() < deadline:
             time.sleep(0.001)

@@ -1,4 +1,5 @@
-"""PostgreSQL NOTIFY on enqueue: one per transaction, after commit, naming the queues."""
+"""PostgreSQL NOTIFY on enqueue: sent by the INSERT itself, delivered at commit, once per queue
+per transaction, never for rolled-back work."""
 
 import psycopg
 import pytest
@@ -21,14 +22,33 @@ def listener():
     conn.close()
 
 
-def test_one_notify_per_transaction_after_commit(listener):
+def test_one_notify_per_queue_per_transaction_after_commit(listener):
     with transaction.atomic():
         for n in range(10):
             add.enqueue(n, n)
         send_email.enqueue("a@example.com")
-        Job.objects.bulk_enqueue([add.prepare(1, 1), add.prepare(2, 2)])
+        Job.objects.bulk_enqueue([add.prepare(1, 1), add.prepare(2, 2), send_email.prepare("b")])
+        Job.objects.bulk_enqueue([add.prepare(n, n) for n in range(5)], batch_size=2)
         assert listener() == []  # nothing before commit
-    assert listener() == ["default,emails"]
+    assert sorted(listener()) == ["default", "emails"]
+
+
+def test_a_rolled_back_savepoint_takes_its_notify_with_it(listener):
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            send_email.enqueue("a@example.com")
+            raise RuntimeError("roll back the savepoint")
+        add.enqueue(1, 2)
+    assert listener() == ["default"]
+
+
+def test_a_taken_unique_key_sends_no_notify(listener):
+    Job.objects.enqueue(add, (1, 2), unique_key="k")
+    assert listener() == ["default"]
+    with transaction.atomic():
+        holder = Job.objects.enqueue(add, (3, 4), unique_key="k")
+    assert listener() == []
+    assert Job.objects.count() == 1 and holder.args == [1, 2]
 
 
 def test_a_rolled_back_transaction_notifies_nobody(listener):
@@ -47,4 +67,8 @@ def test_autocommit_enqueues_notify_each(listener):
 def test_notify_can_be_turned_off(listener, settings):
     settings.SQLQUEUE = {"NOTIFY": False}
     add.enqueue(1, 2)
+    Job.objects.bulk_enqueue([add.prepare(1, 1), send_email.prepare("b")])
     assert listener() == []
+    settings.SQLQUEUE = {"NOTIFY": True}  # the next enqueue sees the change
+    add.enqueue(1, 2)
+    assert listener() == ["default"]

@@ -84,8 +84,9 @@ def test_priority_order(start_worker):
     high = tasks.add_urgent.enqueue(2, 2)
     normal = tasks.add.enqueue(3, 3)
     drain(start_worker, "--concurrency", "1")
-    started = sorted([low, high, normal], key=lambda r: tasks.add.get_backend()
-                     .get_result(r.id).started_at)
+    # Jobs claimed together share their started_at (the claim time); finished_at tells them apart.
+    results = [tasks.add.get_backend().get_result(r.id) for r in (low, high, normal)]
+    started = sorted(results, key=lambda r: (r.started_at, r.finished_at))
     assert [r.id for r in started] == [high.id, normal.id, low.id]
 
 

@@ -3,6 +3,7 @@ problem, and nothing is written. Also: @job options, settings.SQLQUEUE, and the 
 
 import datetime as dt
 import decimal
+import json
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -350,6 +351,42 @@ def test_invalid_default_queue_in_settings_is_refused(settings):
     settings.SQLQUEUE = {"DEFAULT_QUEUE": "has space"}
     with pytest.raises(ImproperlyConfigured, match="DEFAULT_QUEUE"):
         get_settings()
+
+
+def test_settings_are_checked_once_and_again_after_a_change(settings):
+    assert get_settings() is get_settings()
+    before = get_settings()
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_ATTEMPTS": 7}
+    assert get_settings() is not before and get_settings().MAX_ATTEMPTS == 7
+    settings.SQLQUEUE = {"MAX_ATTEMPTS": 0}
+    for _ in range(2):  # invalid settings are never kept: every call raises
+        with pytest.raises(ImproperlyConfigured, match="MAX_ATTEMPTS must be at least 1"):
+            get_settings()
+
+
+def test_a_task_checks_its_options_again_when_the_settings_change(settings):
+    task = add.using(retry_min_delay=100)
+    assert task.job_defaults() is task.job_defaults()
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_RETRY_DELAY_SECONDS": 10}
+    with pytest.raises(InvalidRetryPolicy, match="retry_min_delay .100. is larger"):
+        task.enqueue(1, 2)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("length, size", [(37, 99), (38, 101)])
+def test_payload_size_is_counted_in_utf8_bytes_at_the_limit(settings, length, size):
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_PAYLOAD_BYTES": 100}
+    # {"args":["é..."],"kwargs":{}}: 25 bytes and 2 per "é".
+    if size <= 100:
+        assert Job.objects.enqueue(add, ["é" * length]).pk
+    else:
+        assert f"the payload is {size} bytes" in refused(InvalidPayload, args=["é" * length])
+
+
+def test_payload_check_accepts_what_json_stores_and_bounds_its_size():
+    value = {"a": [1, -(10**30), 2.5e-300, True, None, "\x00é\"", {"b": []}]}
+    compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    assert validation.check_json(value, "kwargs") >= len(compact)
 
 
 # ---- retry delay --------------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""What enqueue and bulk_enqueue write: the returned jobs are their rows, batches are all or
+nothing, in-process workers are woken once per transaction, after commit."""
+
+import datetime as dt
+import threading
+
+import pytest
+from django.db import DataError, connection, transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from django_sqlqueue import notify
+from django_sqlqueue.exceptions import InvalidPayload
+from django_sqlqueue.models import Job
+from django_sqlqueue.registry import Task
+from tests.testapp.tasks import add, send_email
+
+pytestmark = pytest.mark.django_db
+
+
+def as_stored(job) -> dict:
+    return {**model_to_dict(job), "id": job.pk}
+
+
+def assert_jobs_are_their_rows(jobs):
+    assert all(job.pk is not None and not job._state.adding for job in jobs)
+    rows = {row.pk: row for row in Job.objects.filter(pk__in=[job.pk for job in jobs])}
+    assert len(rows) == len(jobs)
+    for job in jobs:
+        assert as_stored(job) == as_stored(rows[job.pk])
+        # JSON keeps 1, 1.0 and True apart, so must the insert
+        assert repr(job.payload) == repr(rows[job.pk].payload)
+
+
+def test_enqueue_returns_the_job_as_stored():
+    job = send_email.using(delay=60, max_age=30, priority=5).enqueue("a@example.com", subject="é")
+    assert job.status == "queued" and job.attempts == 0 and job.errors == []
+    assert job.expires_at == job.run_at + dt.timedelta(seconds=30)
+    assert_jobs_are_their_rows([job])
+
+
+def test_bulk_enqueue_returns_the_jobs_as_stored_in_several_batches():
+    now = timezone.now()
+    jobs = [
+        add.prepare(1, 2),
+        add.prepare(1.0, 2),
+        add.prepare(True, 2),
+        send_email.prepare("b@example.com", subject="ü" * 3),
+        Job.objects.prepare(add, (3, 4), priority=-7, run_at=now + dt.timedelta(hours=1)),
+        Job.objects.prepare(add, (), {"nested": {"list": [1, 2.5, None, "x"]}}, max_age=10),
+        Job.objects.prepare("tests.record", (), {"tag": "t"}, timeout=2.5, queue="other.q"),
+    ]
+    returned = Job.objects.bulk_enqueue(jobs, batch_size=3)
+    assert returned == jobs
+    assert_jobs_are_their_rows(jobs)
+    assert [job.pk for job in jobs] == sorted(job.pk for job in jobs)  # ids in list order
+
+
+def test_bulk_enqueue_of_identical_jobs_stores_each():
+    jobs = Job.objects.bulk_enqueue([add.prepare(1, 1) for _ in range(5)])
+    assert_jobs_are_their_rows(jobs)
+
+
+def test_payloads_equal_in_python_but_not_in_json_are_stored_as_given():
+    jobs = Job.objects.bulk_enqueue([add.prepare(1, 1), add.prepare(1.0, 1), add.prepare(True, 1)])
+    assert_jobs_are_their_rows(jobs)
+    assert [type(job.args[0]) for job in Job.objects.order_by("pk")] == [int, float, bool]
+
+
+def test_a_job_built_by_hand_gets_its_database_defaults():
+    job = Job(task_name="tests.record", payload={"args": [], "kwargs": {}})
+    Job.objects.bulk_enqueue([job])
+    job.refresh_from_db()
+    assert (job.status, job.queue, job.attempts, job.max_attempts) == ("queued", "default", 0, 5)
+
+
+def test_bad_payload_in_a_bulk_list_raises_before_anything_is_inserted():
+    with pytest.raises(InvalidPayload, match=r"args\[0\]"):
+        Job.objects.bulk_enqueue([add.prepare(1, 2), add.prepare(object(), 2)])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_batches_of_a_bulk_enqueue_are_all_or_nothing():
+    jobs = [add.prepare(n, n) for n in range(5)]
+    jobs[-1].payload["args"].append(object())  # changed after prepare(): fails at the insert
+    with pytest.raises(TypeError):
+        Job.objects.bulk_enqueue(jobs, batch_size=2)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.postgresql
+def test_an_over_long_value_fails_instead_of_being_cut():
+    long_named = Task(add.func, "t" * 300, {})
+    for insert in (
+        lambda: Job.objects.enqueue(long_named, (1, 2)),
+        lambda: Job.objects.bulk_enqueue([long_named.prepare(1, 2), long_named.prepare(3, 4)]),
+    ):
+        with pytest.raises(DataError), transaction.atomic():
+            insert()
+    assert not Job.objects.exists()
+
+
+def test_a_taken_unique_key_returns_the_holder_and_keeps_the_transaction_usable():
+    with transaction.atomic():
+        first = Job.objects.enqueue(add, (1, 2), unique_key="k")
+        again = Job.objects.enqueue(add, (3, 4), unique_key="k")
+        other = add.enqueue(5, 6)
+    assert again.pk == first.pk and again.args == [1, 2]
+    assert Job.objects.count() == 2 and other.pk is not None
+
+
+def test_settings_changes_apply_to_the_next_enqueue(settings):
+    assert add.enqueue(1, 2).queue == "default"
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "DEFAULT_QUEUE": "elsewhere", "MAX_ATTEMPTS": 2}
+    job = add.enqueue(1, 2)
+    assert (job.queue, job.max_attempts) == ("elsewhere", 2)
+    assert (add.prepare(1, 2).queue, Job.objects.enqueue(add, (1, 2)).queue) == ("elsewhere",) * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_process_workers_are_woken_once_per_transaction_after_commit():
+    event = threading.Event()
+    notify.subscribe_in_process(event)
+    with transaction.atomic():
+        add.enqueue(1, 2)
+        Job.objects.bulk_enqueue([add.prepare(3, 4)])
+        add.enqueue(5, 6)
+        assert not event.is_set()
+        hooks = [hook for _, hook, *_ in connection.run_on_commit]
+        assert hooks.count(notify._wake_in_process) == 1
+    assert event.is_set()
+
+    event.clear()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        add.enqueue(1, 2)
+        raise RuntimeError("roll back")
+    assert not event.is_set()
+
+    add.enqueue(1, 2)  # outside a transaction: at once
+    assert event.is_set()
