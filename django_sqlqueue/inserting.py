@@ -53,7 +53,8 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
                 if statement is None:
                     _bulk_create(batch, alias, batch_size)
                     continue
-                cursor.execute(*statement)
+                sql_text, params = statement
+                cursor.execute(sql_text, params)
                 for job, (pk, *_) in zip(batch, cursor.fetchall(), strict=True):
                     job.pk = pk
                     job._state.adding = False

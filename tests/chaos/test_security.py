@@ -125,7 +125,10 @@ SQL_TEXT = re.compile(
 #: ``sql``), and the LISTEN channel constant. A new entry needs the same review.
 SQL_ASSEMBLY = {
     "sql.py": {"quote", "field", "table", "assignments", "attempts", "pk", "picked_ids_sql",
-               "columns", "col", "values"},
+               "columns", "col", "values", "model", "lock", "queue", "statuses"},
+    # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
+    "inserting.py": {"quote", "table", "pk", "columns", "rows", "select", "record", "insert",
+                     "queue", "types", "name", "layout", "source"},
     "worker/wakeup.py": {"CHANNEL"},
     "admin/paginator.py": {"sql"},
 }
