@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from . import validation
 from .conf import QueueSettings, get_settings
+from .instances import new_instance
 from .statuses import JobStatus
 
 #: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
@@ -107,7 +108,14 @@ def new_job_fields(
         "status": JobStatus.QUEUED,
         "attempts": 0,
         "errors": [],
+        **_UNCLAIMED,
     }
+
+
+#: The fields of a new job that only a claim or an outcome sets.
+_UNCLAIMED = dict.fromkeys(
+    ["claimed_at", "claimed_by", "claim_token", "lease_expires_at", "finished_at", "result"]
+)
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
@@ -120,14 +128,13 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
 
 
 def build_job(model, fields: dict):
-    """``model(**fields)``, faster: ``Model.__init__`` takes values in field order (as
-    ``Model.from_db`` passes them) much faster than keywords. Fields not given get their default,
-    as with keywords."""
-    return model(*[
-        fields[name] if name in fields else default() for name, default in _field_order(model)
-    ])
+    """``model(**fields)``, faster (see instances.py). Fields not given get their default, as
+    with keywords."""
+    defaults = _field_defaults(model)
+    missing = defaults.keys() - fields.keys()
+    return new_instance(model, {**fields, **{name: defaults[name]() for name in missing}})
 
 
 @functools.cache
-def _field_order(model) -> tuple:
-    return tuple((field.attname, field.get_default) for field in model._meta.concrete_fields)
+def _field_defaults(model) -> dict:
+    return {field.attname: field.get_default for field in model._meta.concrete_fields}

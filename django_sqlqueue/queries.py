@@ -14,6 +14,7 @@ from . import sql
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
 from .inserting import insert_jobs
+from .instances import new_instance
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
@@ -122,7 +123,12 @@ class JobQuerySet(models.QuerySet):
         raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
 
     def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
-        """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible."""
+        """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible.
+
+        The jobs are enqueued now: each gets this moment as its ``enqueued_at``, and a job that
+        was due when it was prepared (no ``run_at`` or ``delay``) is due from this moment. One
+        time for the whole call also lets the insert send it once instead of once per job.
+        """
         jobs = list(jobs)
         for job in jobs:
             if not isinstance(job, self.model) or job.pk is not None:
@@ -135,6 +141,11 @@ class JobQuerySet(models.QuerySet):
                     f"bulk_enqueue() cannot deduplicate unique_key {job.unique_key!r}: "
                     "enqueue unique jobs one at a time with enqueue()."
                 )
+        now = timezone.now()
+        for job in jobs:
+            if job.run_at == job.enqueued_at:
+                job.run_at = now
+            job.enqueued_at = now
         insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
         return jobs
 
@@ -177,14 +188,20 @@ class JobQuerySet(models.QuerySet):
             picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues))
             db_now = self.model._meta.get_field("run_at").get_db_prep_value(now, connection)
             picked_params = (db_now, db_now, *(queues or ()), limit)
-        statement = _claim_sql(self.model, alias, tuple(set_values), picked_sql)
+        set_fields = tuple(set_values)
+        # The claim knows what it set: the rows bring back only the other columns (each loaded
+        # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
+        returned = _returned_fields(self.model, set_fields)
+        statement = _claim_sql(self.model, alias, set_fields, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
             for name, value in set_values.items()
         ]
         with connection.cursor() as cursor:
             cursor.execute(statement, (*params, *picked_params))
-            jobs = rows_to_models(self.model, alias, cursor.fetchall())
+            rows = cursor.fetchall()
+        set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
+        jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 
@@ -306,29 +323,57 @@ def _ready_ids_sql(model, alias, queue_count):
 
 
 @functools.lru_cache(maxsize=256)
-def _claim_sql(model, alias, set_fields, picked_sql):
-    return sql.claim_jobs(picked_sql, model, connections[alias], set_fields)
+def _claim_sql(model, alias, set_fields, returning, picked_sql):
+    return sql.claim_jobs(picked_sql, model, connections[alias], set_fields, returning)
 
 
-def rows_to_models(model, alias, rows) -> list:
-    """Model instances from rows of every concrete column (``RETURNING`` them all), converted
-    as the ORM converts query results (JSON text, SQLite's dates and UUIDs...)."""
+@functools.lru_cache(maxsize=16)
+def _returned_fields(model, set_fields) -> tuple:
+    return tuple(f.name for f in model._meta.concrete_fields if f.name not in set_fields)
+
+
+def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
+    """Model instances, as ``Model.from_db`` makes them, from ``rows`` of ``fields`` (names;
+    default every concrete field, in order) plus ``known`` values ``{name: value}`` of the fields
+    the rows leave out. Row values are converted as the ORM converts query results (JSON text,
+    SQLite's dates and UUIDs...)."""
     connection = connections[alias]
-    converters = getattr(connection, "_sqlqueue_converters", None)
-    if converters is None or converters[0] is not model:
-        table = model._meta.db_table
-        columns = [field.get_col(table) for field in model._meta.concrete_fields]
-        converters = (model, [
-            (col, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)])
-            for col in columns
-        ], [field.attname for field in model._meta.concrete_fields])
-        connection._sqlqueue_converters = converters
-    _, column_converters, attnames = converters
+    fields = tuple(fields or (f.name for f in model._meta.concrete_fields))
+    attnames, converters = _conversion_plan(connection, model, fields)
+    known = {model._meta.get_field(name).attname: value for name, value in (known or {}).items()}
     instances = []
     for row in rows:
         values = list(row)
-        for index, (col, functions) in enumerate(column_converters):
+        for index, col, functions in converters:
             for convert in functions:
                 values[index] = convert(values[index], col, connection)
-        instances.append(model.from_db(alias, attnames, values))
+        attrs = dict(zip(attnames, values, strict=True))
+        attrs.update(known)
+        instances.append(new_instance(model, attrs, db=alias, adding=False))
     return instances
+
+
+def _conversion_plan(connection, model, fields):
+    """(attnames, [(index, column, converters)] for the columns that have converters), cached
+    on the connection (converters depend on the database backend)."""
+    plans = connection.__dict__.setdefault("_sqlqueue_conversion_plans", {})
+    plan = plans.get((model, fields))
+    if plan is None:
+        table = model._meta.db_table
+        model_fields = [model._meta.get_field(name) for name in fields]
+        converters = []
+        for index, field in enumerate(model_fields):
+            col = field.get_col(table)
+            functions = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
+            if connection.vendor == "sqlite" and field.get_internal_type() == "FloatField":
+                # SQLite's RETURNING gives the value before the column's REAL affinity applies
+                # (5, not the 5.0 a SELECT reads); the ORM has no converter for that.
+                functions.append(_as_float)
+            if functions:
+                converters.append((index, col, functions))
+        plan = plans[(model, fields)] = ([f.attname for f in model_fields], converters)
+    return plan
+
+
+def _as_float(value, expression, connection):
+    return value if value is None else float(value)

@@ -51,21 +51,28 @@ class Task:
 
     def prepare(self, *args, **kwargs):
         """An unsaved, validated :class:`Job` for ``Job.objects.bulk_enqueue``."""
-        from .models import Job
-
-        return building.prepare_job(Job, self, args, kwargs)
+        return building.prepare_job(_job_model(), self, args, kwargs)
 
     def enqueue(self, *args, **kwargs):
         """Insert the job now, in the current transaction of its database, and return it."""
-        from .models import Job
-
-        return Job.objects.enqueue_prepared(building.prepare_job(Job, self, args, kwargs))
+        job_model = _job_model()
+        job = building.prepare_job(job_model, self, args, kwargs)
+        return job_model.objects.enqueue_prepared(job)
 
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         from .transactions import enqueue_on_commit
 
         return enqueue_on_commit(self, args, kwargs)
+
+
+@functools.cache
+def _job_model():
+    """The Job model, imported on first use (models.py imports this module's users), then kept:
+    an import statement in a function costs a few microseconds on every call."""
+    from .models import Job
+
+    return Job
 
 
 def check_option_names(options: dict, *, allowed: frozenset, where: str) -> None:

@@ -46,7 +46,8 @@ class Pool:
         self.completer = completer  # writes successes in batches; None: each job writes its own
         self.jobs_done = 0
         self.mean_duration = None  # moving average of recent jobs' run time, seconds
-        self._inbox: queue.Queue = queue.Queue()
+        # SimpleQueue: put/get in C, without queue.Queue's conditions; one hand-off per job.
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._held: dict = {}
         self._lock = threading.Lock()
         self._threads = [

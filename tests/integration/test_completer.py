@@ -29,4 +29,6 @@ def test_one_flush_writes_every_success_and_skips_lost_claims(django_assert_num_
         assert rows[job.pk].status == JobStatus.SUCCEEDED
         assert rows[job.pk].result == result
         assert rows[job.pk].finished_at is not None and rows[job.pk].lease_expires_at is None
+    # None is stored as SQL NULL, as the ORM's complete() stores it.
+    assert Job.objects.filter(pk=jobs[1].pk, result__isnull=True).exists()
     assert completer.flush() == 0

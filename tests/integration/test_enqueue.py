@@ -61,6 +61,18 @@ def test_bulk_enqueue_of_identical_jobs_stores_each():
     assert_jobs_are_their_rows(jobs)
 
 
+def test_bulk_enqueue_stamps_the_enqueue_time_and_keeps_schedules():
+    later = timezone.now() + dt.timedelta(hours=1)
+    due_now, scheduled = add.prepare(1, 1), Job.objects.prepare(add, (2, 2), run_at=later)
+    before = timezone.now()
+    Job.objects.bulk_enqueue([due_now, scheduled])
+    rows = {job.pk: job for job in Job.objects.all()}
+    stamped = rows[due_now.pk].enqueued_at
+    assert stamped >= before and rows[scheduled.pk].enqueued_at == stamped
+    assert rows[due_now.pk].run_at == stamped  # due from the moment it was enqueued
+    assert rows[scheduled.pk].run_at == later
+
+
 def test_payloads_equal_in_python_but_not_in_json_are_stored_as_given():
     jobs = Job.objects.bulk_enqueue([add.prepare(1, 1), add.prepare(1.0, 1), add.prepare(True, 1)])
     assert_jobs_are_their_rows(jobs)

@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 
 import pytest
+from django.db.models import signals
 
 from django_sqlqueue.conf import get_settings
 from django_sqlqueue.exceptions import InvalidPayload, InvalidSchedule
@@ -323,6 +324,31 @@ def test_claim_sets_the_owner_the_lease_and_counts_the_attempt():
         assert stored[name] == getattr(claimed, name)
     assert stored["claim_token"] == claimed.claim_token
     assert Job.objects.claim(now=at(6)) == []  # a running job is not claimed again
+
+
+def test_a_claimed_job_is_the_row_as_the_orm_loads_it():
+    job = Job.objects.enqueue(add, (1, 2), run_at=T0, max_age=3600, unique_key="k", priority=3)
+    claimed = claim_one("host:1:main", now=at(5))
+    loaded = Job.objects.get(pk=job.pk)
+    for field in Job._meta.concrete_fields:
+        mine, orms = getattr(claimed, field.attname), getattr(loaded, field.attname)
+        assert (mine, type(mine)) == (orms, type(orms)), field.name
+    assert (claimed._state.adding, claimed._state.db) == (False, "default")
+
+
+def test_claim_sends_post_init_while_someone_listens():
+    job = Job.objects.enqueue(add, (1, 2), run_at=T0)
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance.pk)
+
+    signals.post_init.connect(receiver, sender=Job)
+    try:
+        claimed = claim_one(now=at(5))
+    finally:
+        signals.post_init.disconnect(receiver, sender=Job)
+    assert seen == [claimed.pk] == [job.pk]
 
 
 @pytest.mark.parametrize("lease", [30, 30.0, dt.timedelta(seconds=30)])
