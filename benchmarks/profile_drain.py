@@ -1,13 +1,15 @@
 """Profile django-sqlqueue's worker while it drains no-op jobs: where does a job's time go?
 
     benchmarks/.venvs/sqlqueue/bin/python benchmarks/profile_drain.py [--jobs 20000] [--queue]
+        [--gil]
 
 (run.sh makes that virtualenv, with py-spy in it.) Starts a throwaway PostgreSQL (fsync on, as in
-the benchmark), fills the queue with plain SQL, and runs one ``manage.py runworker`` process (the
-defaults: one job thread) under ``py-spy record`` until the queue is empty. Prints the drain rate,
-the functions that take most of the sampled time (inclusive, and self), and the SQL statements
-the worker sent per job (from pg_stat_statements). ``--queue`` runs ``runworker --queue default``
-instead of every queue.
+the benchmark), fills the queue with plain SQL, and runs one ``manage.py runworker`` process (its
+defaults) under ``py-spy record`` until the queue is empty. Prints the drain rate, the functions
+that take most of the sampled time (inclusive, and self), and the statements that took most of
+the server's time (from pg_stat_statements), per job. ``--queue`` runs ``runworker --queue
+default`` instead of every queue; ``--gil`` keeps only the samples of threads holding the GIL,
+which shows where the worker's Python spends CPU.
 """
 
 import argparse
@@ -62,6 +64,9 @@ def main():
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--queue", action="store_true")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--gil", action="store_true",
+                        help="only samples of threads holding the GIL: where Python spends CPU, "
+                             "without the threads that wait")
     args = parser.parse_args()
     cluster = ProfilingCluster()
     venv_bin = Path(sys.executable).parent
@@ -91,7 +96,7 @@ def main():
         started = time.monotonic()
         proc = subprocess.Popen(
             [str(venv_bin / "py-spy"), "record", "--format", "raw", "--rate", "250",
-             "--nonblocking", "-o", str(raw), "--", *worker],
+             "--nonblocking", *(["--gil"] if args.gil else []), "-o", str(raw), "--", *worker],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         unfinished_sql = ("SELECT count(*) FROM django_sqlqueue_job "
@@ -106,17 +111,17 @@ def main():
               f"(one runworker process, {'--queue default' if args.queue else 'every queue'}, "
               "under py-spy)\n")
         print(summarize(raw, args.top))
-        print("\nSQL per job (pg_stat_statements, statements run at least once per 100 jobs):")
+        print("\nSQL by total server time (pg_stat_statements, the 12 costliest):")
         rows = cluster.psql(
             "profile",
             "SELECT calls, round(total_exec_time::numeric, 1), "  # noqa: S608
             "regexp_replace(left(query, 110), '\\s+', ' ', 'g') FROM pg_stat_statements "
-            f"WHERE calls >= {args.jobs // 100} ORDER BY calls DESC",
+            "WHERE calls >= 3 ORDER BY total_exec_time DESC LIMIT 12",
         )
         for row in rows.splitlines():
             calls, ms, query = row.split("|", 2)
-            print(f"  {int(calls) / args.jobs:5.2f}/job  {float(ms) / int(calls):6.3f} ms each  "
-                  f"{query}")
+            print(f"  {int(calls) / args.jobs:5.3f}/job  {float(ms) / int(calls):6.3f} ms each  "
+                  f"{float(ms) * 1000 / args.jobs:5.1f} us/job  {query}")
         print(f"\nraw profile: {raw}")
     finally:
         cluster.destroy()

@@ -1,7 +1,7 @@
 """The threads that run jobs, and the jobs this process holds.
 
 A job is "held" from the moment it is claimed until its outcome is written. The fetcher claims
-up to the free slots: the threads, plus - while recent jobs were short - as many jobs again
+up to the free slots: the threads, plus - while recent jobs were short - several jobs per thread
 claimed ahead, so the threads have work while the next claim is on its way (for short jobs the
 claim's round trip, not the jobs, would otherwise set the pace). A job claimed ahead waits for a
 thread for at most ``CLAIMED_AHEAD_MAX_WAIT`` seconds; after that the fetcher releases it, so a
@@ -22,6 +22,10 @@ from .resilience import TRANSIENT, call_with_retry, tidy_connections
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
 SHORT_JOB_SECONDS = 0.05
+#: While jobs are short, a process holds up to this many jobs per thread. Bigger claims cost the
+#: database less per job (one statement and one commit for more rows): 8 drained no-op jobs about
+#: 40% faster than 4 in the benchmark. At under 50 ms a job, 8 per thread is under 0.4 s of work.
+CLAIM_AHEAD_PER_THREAD = 8
 #: A job claimed ahead that has not started after this long is released (see the docstring).
 CLAIMED_AHEAD_MAX_WAIT = 1.0
 
@@ -63,7 +67,7 @@ class Pool:
     def capacity(self) -> int:
         """How many jobs to hold: the threads, plus as many claimed ahead while jobs are short."""
         short = self.mean_duration is not None and self.mean_duration < SHORT_JOB_SECONDS
-        return 4 * self.size if short else self.size
+        return CLAIM_AHEAD_PER_THREAD * self.size if short else self.size
 
     def free_slots(self) -> int:
         capacity = self.capacity()
