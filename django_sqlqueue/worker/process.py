@@ -41,6 +41,7 @@ class WorkerProcess:
         self.draining = None  # why it stopped claiming before a recycle
         self.parent_pid = os.getppid()
         self.claimed_total = 0
+        self.claimed_full_batch = False  # the last claim got all it asked for: claim again
         self.wakeup = Wakeup(
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
             use_notify=config.notify,
@@ -113,11 +114,15 @@ class WorkerProcess:
                     self._print_progress()
                     self._say("burst: nothing left to do, exiting")
                     return
-            if claimed and self.pool.free_slots() > 0:
+            if self.claimed_full_batch and self.pool.free_slots() > 0:
                 continue  # there may be more ready jobs
+            # A claim that found fewer jobs than it asked for emptied the queue (for now): wait
+            # for a NOTIFY, a freed slot or the poll, instead of a claim that finds nothing while
+            # the jobs just claimed start.
             self.wakeup.wait()
 
     def _claim(self) -> list:
+        self.claimed_full_batch = False
         for job in self.pool.take_waiting(longer_than=CLAIMED_AHEAD_MAX_WAIT):
             self._release(job)  # claimed ahead, but the threads are busy with long jobs
         if self.draining:
@@ -131,6 +136,7 @@ class WorkerProcess:
         jobs = Job.objects.using(self.alias).claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds
         )
+        self.claimed_full_batch = len(jobs) == free
         for job in jobs:
             self.pool.submit(job)
         self.claimed_total += len(jobs)
