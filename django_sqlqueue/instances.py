@@ -14,10 +14,11 @@ from django.db.models import signals
 from django.db.models.base import ModelState
 
 
-def new_instance(model, attrs: dict, *, db=None, adding=True):
+def new_instance(model, attrs: dict, *, db=None, adding=True, direct=None):
     """What ``model(**attrs)`` (``adding``) or ``Model.from_db(db, ...)`` makes; ``attrs`` maps
-    every concrete field's attname to its value."""
-    if builds_directly(model):
+    every concrete field's attname to its value. ``direct``: ``builds_directly(model)``, checked
+    once by a caller that builds many instances (default: checked here)."""
+    if builds_directly(model) if direct is None else direct:
         instance = model.__new__(model)
         instance.__dict__.update(attrs)
         state = instance._state = ModelState()

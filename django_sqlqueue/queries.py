@@ -14,7 +14,7 @@ from . import sql
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
 from .inserting import insert_jobs
-from .instances import new_instance
+from .instances import builds_directly, new_instance
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
@@ -341,6 +341,7 @@ def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
     fields = tuple(fields or (f.name for f in model._meta.concrete_fields))
     attnames, converters = _conversion_plan(connection, model, fields)
     known = {model._meta.get_field(name).attname: value for name, value in (known or {}).items()}
+    direct = builds_directly(model)  # once per claim, not per row
     instances = []
     for row in rows:
         values = list(row)
@@ -349,7 +350,7 @@ def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
                 values[index] = convert(values[index], col, connection)
         attrs = dict(zip(attnames, values, strict=True))
         attrs.update(known)
-        instances.append(new_instance(model, attrs, db=alias, adding=False))
+        instances.append(new_instance(model, attrs, db=alias, adding=False, direct=direct))
     return instances
 
 
