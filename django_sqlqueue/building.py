@@ -130,11 +130,23 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
 def build_job(model, fields: dict):
     """``model(**fields)``, faster (see instances.py). Fields not given get their default, as
     with keywords."""
-    defaults = _field_defaults(model)
-    missing = defaults.keys() - fields.keys()
-    return new_instance(model, {**fields, **{name: defaults[name]() for name in missing}})
+    constant, computed = _field_defaults(model)
+    attrs = {**constant, **fields}
+    for name, default in computed:
+        if name not in fields:
+            attrs[name] = default()
+    return new_instance(model, attrs)
 
 
 @functools.cache
-def _field_defaults(model) -> dict:
-    return {field.attname: field.get_default for field in model._meta.concrete_fields}
+def _field_defaults(model) -> tuple:
+    """``({attname: value}, [(attname, get_default)])``: the default of a field with none
+    declared (None, or "" for text) is a constant, found once; the others (callables, objects
+    that must not be shared between instances) are made per instance."""
+    constant, computed = {}, []
+    for field in model._meta.concrete_fields:
+        if field.has_default() or field.has_db_default():
+            computed.append((field.attname, field.get_default))
+        else:
+            constant[field.attname] = field.get_default()
+    return constant, computed

@@ -25,6 +25,7 @@ import re
 from contextlib import nullcontext
 from typing import NamedTuple
 
+import psycopg
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
@@ -49,19 +50,47 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
         all_or_nothing = (
             transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
         )
-        with all_or_nothing, connection.cursor() as cursor:
-            for batch in batches:
-                statement = insert_statement(connection, batch, notify_channel=channel)
-                if statement is None:
-                    _bulk_create(batch, alias, batch_size)
-                    continue
-                sql_text, params = statement
-                cursor.execute(sql_text, params)
-                for job, (pk, *_) in zip(batch, cursor.fetchall(), strict=True):
-                    job.pk = pk
-                    job._state.adding = False
-                    job._state.db = alias
+        with all_or_nothing:
+            connection.ensure_connection()
+            # In pipeline mode each batch's statement is sent without waiting for the one
+            # before, so PostgreSQL inserts a batch while Python builds the next.
+            with connection.wrap_database_errors, _pipeline(connection, len(batches)):
+                sent = []
+                for batch in batches:
+                    statement = insert_statement(connection, batch, notify_channel=channel)
+                    if statement is None:
+                        _bulk_create(batch, alias, batch_size)
+                        continue
+                    cursor = connection.cursor()
+                    cursor.execute(*statement)
+                    sent.append((cursor, batch))
+                inserted = []
+                for cursor, batch in sent:
+                    with cursor:
+                        inserted.append((batch, cursor.fetchall()))
+        for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
+            _set_pks(batch, rows, alias)
     notify.wake_in_process_after_commit(alias)
+
+
+def _pipeline(connection, statements: int):
+    """psycopg's pipeline mode for more than one statement, where libpq supports it."""
+    pipeline = getattr(connection.connection, "pipeline", None)
+    if statements > 1 and pipeline is not None and psycopg.Pipeline.is_supported():
+        return pipeline()
+    return nullcontext()
+
+
+def _set_pks(jobs, rows, alias):
+    """Give inserted ``jobs`` the ids of ``rows`` (``(id, ...)`` in insert order), saved on
+    ``alias``. Set as a plain attribute: the ``pk`` property looks the field up every time."""
+    model = type(jobs[0])
+    pk_name = model._meta.pk.attname if not model._meta.parents else "pk"
+    for job, (pk, *_) in zip(jobs, rows, strict=True):
+        setattr(job, pk_name, pk)
+        state = job._state
+        state.adding = False
+        state.db = alias
 
 
 def _bulk_create(jobs, alias, batch_size):

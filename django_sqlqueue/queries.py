@@ -130,8 +130,9 @@ class JobQuerySet(models.QuerySet):
         time for the whole call also lets the insert send it once instead of once per job.
         """
         jobs = list(jobs)
+        pk_name = self.model._meta.pk.attname  # not job.pk: a property, slower
         for job in jobs:
-            if not isinstance(job, self.model) or job.pk is not None:
+            if not isinstance(job, self.model) or getattr(job, pk_name) is not None:
                 raise TypeError(
                     "bulk_enqueue() takes unsaved jobs from task.prepare(...) or "
                     "Job.objects.prepare(...)."

@@ -57,10 +57,27 @@ def check_json(value, path: str) -> int:
     Returns an upper bound of the value's size as compact JSON in UTF-8, found on the way, so that
     a payload well under the size limit need not be encoded to know it.
     """
-    return _checked_size_bound(value, (path,))
+    try:
+        return _size_bound(value)
+    except _NotJson as error:
+        raise InvalidPayload(path + error.where() + error.problem) from None
 
 
-def _checked_size_bound(value, path: tuple) -> int:
+class _NotJson(Exception):
+    """A value that JSON cannot store. The keys of the containers it is in are added while the
+    walk unwinds, so that a payload that is fine (nearly all) builds no path at all."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem  # the message, after the path
+        self.keys = []  # innermost first
+
+    def where(self) -> str:
+        """``['a'][0]``: list indexes are ints, dict keys strs."""
+        return "".join(f"[{key!r}]" for key in reversed(self.keys))
+
+
+def _size_bound(value) -> int:
     if isinstance(value, str):
         return 6 * len(value) + 2  # at worst, every character is written as \u00XX
     if value is None or isinstance(value, bool):
@@ -69,40 +86,49 @@ def _checked_size_bound(value, path: tuple) -> int:
         return value.bit_length() // 3 + 2  # a bit is less than 1/3 of a digit; and the sign
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidPayload(
-                f"{_path_text(path)} is {value!r}, which JSON cannot store: use None or a number."
-            )
+            raise _NotJson(f" is {value!r}, which JSON cannot store: use None or a number.")
         return 24  # the longest repr() of a float
     if isinstance(value, (list, tuple)):
-        size = 2 + len(value)  # brackets and commas
-        for index, item in enumerate(value):
-            size += _checked_size_bound(item, (*path, index))
-        return size
+        return 2 + len(value) + _items_bound(enumerate(value))  # brackets and commas
     if isinstance(value, dict):
-        size = 2 + len(value)
-        for key, item in value.items():
+        size = 2 + 2 * len(value)  # braces, commas and colons
+        for key in value:
             if not isinstance(key, str):
-                raise InvalidPayload(
-                    f"{_path_text(path)} has the key {key!r} ({type(key).__name__}); JSON object "
-                    "keys must be strings."
+                raise _NotJson(
+                    f" has the key {key!r} ({type(key).__name__}); JSON object keys must be "
+                    "strings."
                 )
-            size += 6 * len(key) + 3 + _checked_size_bound(item, (*path, key))
-        return size
+            size += 6 * len(key) + 2
+        return size + _items_bound(value.items())
     hint = ""
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         hint = ": pass value.isoformat() and parse it in the job"
     elif hasattr(value, "pk"):
         hint = ": pass the object's pk and fetch it in the job"
-    raise InvalidPayload(
-        f"{_path_text(path)} is {value!r} ({type(value).__module__}.{type(value).__qualname__}), "
-        f"which is not JSON-serialisable{hint}. Job arguments must be JSON: str, int, float, "
-        "bool, None, lists and dicts with string keys."
+    raise _NotJson(
+        f" is {value!r} ({type(value).__module__}.{type(value).__qualname__}), which is not "
+        f"JSON-serialisable{hint}. Job arguments must be JSON: str, int, float, bool, None, "
+        "lists and dicts with string keys."
     )
 
 
-def _path_text(path: tuple) -> str:
-    """``("kwargs", "a", 0)`` as ``kwargs['a'][0]``: list indexes are ints, dict keys strs."""
-    return path[0] + "".join(f"[{part!r}]" for part in path[1:])
+def _items_bound(pairs) -> int:
+    """The size bound of a container's items, from ``(index or key, item)`` pairs. Plain
+    strings and ints, the most common items, are measured here rather than in a call each."""
+    size = 0
+    for key, item in pairs:
+        kind = type(item)
+        if kind is str:
+            size += 6 * len(item) + 2
+        elif kind is int:
+            size += item.bit_length() // 3 + 2
+        else:
+            try:
+                size += _size_bound(item)
+            except _NotJson as error:
+                error.keys.append(key)
+                raise
+    return size
 
 
 def queue_name(queue) -> str:

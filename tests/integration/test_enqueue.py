@@ -102,6 +102,18 @@ def test_the_batches_of_a_bulk_enqueue_are_all_or_nothing():
 
 
 @pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_the_database_refuses_undoes_the_batches_sent_before_it():
+    # The batches travel in one pipeline: the first two are inserted before the third fails.
+    long_named = Task(add.func, "t" * 300, {})
+    jobs = [add.prepare(n, n) for n in range(4)] + [long_named.prepare(1, 2)]
+    with pytest.raises(DataError):
+        Job.objects.bulk_enqueue(jobs, batch_size=2)
+    assert not Job.objects.exists() and all(job.pk is None for job in jobs)
+    assert len(Job.objects.bulk_enqueue(jobs[:4], batch_size=2)) == 4  # the connection works
+
+
+@pytest.mark.postgresql
 def test_an_over_long_value_fails_instead_of_being_cut():
     long_named = Task(add.func, "t" * 300, {})
     for insert in (
