@@ -128,14 +128,15 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
 
 
 def build_job(model, fields: dict):
-    """``model(**fields)``, faster (see instances.py). Fields not given get their default, as
-    with keywords."""
+    """``model(**fields)``, faster (see instances.py); ``fields``, a dict of the caller's own,
+    becomes the instance's. Fields not given get their default, as with keywords."""
     constant, computed = _field_defaults(model)
-    attrs = {**constant, **fields}
+    for name, value in constant.items():
+        fields.setdefault(name, value)
     for name, default in computed:
         if name not in fields:
-            attrs[name] = default()
-    return new_instance(model, attrs)
+            fields[name] = default()
+    return new_instance(model, fields)
 
 
 @functools.cache

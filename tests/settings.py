@@ -8,6 +8,7 @@ throwaway cluster (tests/postgres_cluster.py) and fills in HOST and PORT below.
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import django
@@ -73,6 +74,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
 # Worker subprocesses get their overrides as JSON in SQLQUEUE_TEST_SETTINGS.
 SQLQUEUE = {"RETRY_JITTER": 0.0, **json.loads(os.environ.get("SQLQUEUE_TEST_SETTINGS", "{}"))}
+if os.environ.get("SQLQUEUE_TEST_START_A_THREAD"):
+    # As a project whose settings start a thread (a metrics exporter, say): the worker's
+    # supervisor must not fork then.
+    threading.Thread(target=threading.Event().wait, name="settings-thread", daemon=True).start()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,12 +1,11 @@
 """``runworker --processes P``: P worker processes, each restarted when it crashes or recycles.
 
-Children are fresh interpreters running the same command with ``--processes 1 --supervised``, so
-nothing (database connections above all) is shared across a fork. Signals are forwarded: the
-first SIGTERM/SIGINT asks every child to stop gracefully, a second one kills them.
+``start_child()`` starts one (a fork or a fresh interpreter, see children.py) and returns it as a
+``subprocess.Popen`` or an object that acts like one. Signals are forwarded: the first
+SIGTERM/SIGINT asks every child to stop gracefully, a second one kills them.
 """
 
 import signal
-import subprocess
 import sys
 import time
 
@@ -14,14 +13,15 @@ from .process import RECYCLE_EXIT_CODE
 
 
 class Supervisor:
-    def __init__(self, *, processes: int, child_argv: list, burst: bool, shutdown_timeout: float,
-                 out=None):
+    def __init__(self, *, processes: int, start_child, burst: bool, shutdown_timeout: float,
+                 start_method: str = "spawn", out=None):
         self.processes = processes
-        self.child_argv = child_argv
+        self.start_child = start_child
+        self.start_method = start_method  # only said: start_child does it
         self.burst = burst
         self.shutdown_timeout = shutdown_timeout
         self.out = out or sys.stdout
-        self.children: dict = {}  # slot -> Popen
+        self.children: dict = {}  # slot -> Popen or ForkedChild
         self.restarts: dict = {}  # slot -> consecutive crash count
         self.started_at: dict = {}  # slot -> time.monotonic() of its latest start
         self.stopping = False
@@ -29,7 +29,8 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        self._say(f"supervisor: starting {self.processes} worker processes")
+        self._say(f"supervisor: starting {self.processes} worker processes "
+                  f"(--start-method {self.start_method})")
         for slot in range(self.processes):
             self._spawn(slot)
         while self.children:
@@ -62,7 +63,7 @@ class Supervisor:
             self._spawn(slot)
 
     def _spawn(self, slot):
-        child = subprocess.Popen(self.child_argv)
+        child = self.start_child()
         self.children[slot] = child
         self.started_at[slot] = time.monotonic()
         self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}")

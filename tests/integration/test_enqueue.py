@@ -6,12 +6,13 @@ import threading
 
 import pytest
 from django.db import DataError, connection, transaction
+from django.db.models import signals
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from django_sqlqueue import notify
 from django_sqlqueue.exceptions import InvalidPayload
-from django_sqlqueue.models import Job
+from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.registry import Task
 from tests.testapp.tasks import add, send_email
 
@@ -71,6 +72,30 @@ def test_bulk_enqueue_stamps_the_enqueue_time_and_keeps_schedules():
     assert stamped >= before and rows[scheduled.pk].enqueued_at == stamped
     assert rows[due_now.pk].run_at == stamped  # due from the moment it was enqueued
     assert rows[scheduled.pk].run_at == later
+
+
+def test_prepare_sends_the_init_signals_of_jobs_while_someone_listens():
+    seen = []
+
+    def on_pre_init(sender, args, kwargs, **extra):
+        seen.append(("pre_init", sender))
+
+    def on_post_init(sender, instance, **extra):
+        seen.append(("post_init", sender, instance.args))
+
+    signals.post_init.connect(on_post_init, sender=Worker)
+    try:
+        add.prepare(1, 2)  # someone listens, but to another model
+        assert seen == []
+        signals.pre_init.connect(on_pre_init, sender=Job)
+        signals.post_init.connect(on_post_init, sender=Job)
+        job = add.prepare(3, 4)
+    finally:
+        signals.pre_init.disconnect(on_pre_init, sender=Job)
+        signals.post_init.disconnect(on_post_init, sender=Job)
+        signals.post_init.disconnect(on_post_init, sender=Worker)
+    assert seen == [("pre_init", Job), ("post_init", Job, [3, 4])]
+    assert_jobs_are_their_rows(Job.objects.bulk_enqueue([job]))
 
 
 def test_payloads_equal_in_python_but_not_in_json_are_stored_as_given():

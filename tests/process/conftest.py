@@ -56,15 +56,17 @@ class WorkerProcess:
 
 @pytest.fixture
 def start_worker(db_url, tmp_path):
-    """``start_worker("--burst", settings={"LEASE_SECONDS": 3})`` -> a running WorkerProcess."""
+    """``start_worker("--burst", settings={"LEASE_SECONDS": 3})`` -> a running WorkerProcess;
+    ``env`` adds environment variables."""
     started = []
 
-    def start(*args, settings=None, name=None):
+    def start(*args, settings=None, name=None, env=None):
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "DATABASE_URL": db_url(),
             "SQLQUEUE_TEST_SETTINGS": json.dumps(settings or {}),
+            **(env or {}),
         }
         worker = WorkerProcess(
             [*args, "--name", name or f"w{len(started)}"], env,

@@ -126,8 +126,10 @@ def test_a_timed_out_job_is_failed_and_retried(start_worker):
     assert "ran longer than its timeout of 0.5s" in job.errors[0]["message"]
 
 
-def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_worker):
-    worker = start_worker("-p", "2", settings=FAST)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_worker,
+                                                                       start_method):
+    worker = start_worker("-p", "2", "--start-method", start_method, settings=FAST)
     rows = wait_for(lambda: list(Worker.objects.all()) if Worker.objects.count() == 2 else None,
                     what="two children", worker=worker)
     victim = rows[0].pid
@@ -142,6 +144,22 @@ def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_wor
              what="jobs done", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
+    assert f"(--start-method {start_method})" in worker.output
+
+
+def test_a_supervisor_running_other_threads_starts_fresh_interpreters(start_worker):
+    # A fork would copy the thread's locks but not the thread: the children could hang.
+    worker = start_worker("-p", "2", settings=FAST, env={"SQLQUEUE_TEST_START_A_THREAD": "1"})
+    wait_for(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
+    assert "cannot fork safely: threads are running in this process (settings-thread)" in (
+        worker.output
+    )
+    jobs = Job.objects.bulk_enqueue(record.prepare() for _ in range(5))
+    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+             what="jobs done", worker=worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output
+    assert "(--start-method spawn)" in worker.output
 
 
 @pytest.mark.parametrize(

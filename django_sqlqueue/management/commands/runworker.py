@@ -1,11 +1,14 @@
 """``manage.py runworker``: parse options, then hand over to the worker."""
 
+import dataclasses
+import functools
 import logging
 import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...worker import children
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.supervisor import Supervisor
@@ -25,6 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("--processes", "-p", type=int, default=1, metavar="P",
                             help="worker processes under a supervisor that restarts them "
                                  "(default 1: no supervisor)")
+        parser.add_argument("--start-method", choices=children.START_METHODS,
+                            default=children.default_start_method(),
+                            help="how the supervisor starts worker processes: fork itself "
+                                 "(fast, the default on Linux) or spawn fresh interpreters")
         parser.add_argument("--burst", action="store_true",
                             help="exit 0 once no job is ready or due within a poll interval")
         parser.add_argument("--max-jobs", type=int, metavar="N",
@@ -54,17 +61,34 @@ class Command(BaseCommand):
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
         if config.processes > 1 and not config.supervised:
-            child_argv = [*_this_command(), "--processes", "1", "--supervised"]
-            code = Supervisor(processes=config.processes, child_argv=child_argv,
-                              burst=config.burst, shutdown_timeout=config.shutdown_timeout,
-                              out=self.stdout).run()
-            sys.exit(code)
+            sys.exit(self._supervise(config, options["start_method"]))
         code = WorkerProcess(config, out=self.stdout).run()
         if code == RECYCLE_EXIT_CODE and not config.supervised:
             # No supervisor to restart us: replace this process with a fresh one (same pid).
             self.stdout.flush()
             os.execv(sys.executable, _this_command())
         sys.exit(code)
+
+    def _supervise(self, config, start_method) -> int:
+        if start_method == "fork":
+            blocker = children.fork_blocker()
+            if blocker:
+                self.stderr.write(f"supervisor: cannot fork safely: {blocker}; starting fresh "
+                                  "interpreters instead (--start-method spawn)")
+                start_method = "spawn"
+        if start_method == "fork":
+            child_config = dataclasses.replace(config, processes=1, supervised=True)
+
+            def run_child():
+                return WorkerProcess(child_config, out=self.stdout).run()
+
+            start_child = functools.partial(children.fork, run_child)
+        else:
+            argv = [*_this_command(), "--processes", "1", "--supervised"]
+            start_child = functools.partial(children.spawn, argv)
+        return Supervisor(processes=config.processes, start_child=start_child,
+                          start_method=start_method, burst=config.burst,
+                          shutdown_timeout=config.shutdown_timeout, out=self.stdout).run()
 
     def _configure_logging(self, verbosity):
         """Print the worker's key=value lines unless the project configured these loggers."""
