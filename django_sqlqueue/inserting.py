@@ -12,6 +12,8 @@ Why not ``save()`` or ``bulk_create()`` on PostgreSQL (each point measured):
   value that every job of the batch has (the task, queue, retry policy, times, state...) once,
   as a parameter. PostgreSQL spends most of a bulk insert decoding values, and most values of a
   batch are shared.
+* The batches of one call go in psycopg's pipeline mode: PostgreSQL inserts one while Python
+  builds the next, instead of each side waiting for the other.
 
 Other databases, and jobs this statement cannot say (a column left to its database default, as
 in a ``Job(...)`` built by hand), go through ``bulk_create``.
