@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import string
 import subprocess
 import sys
 import threading
@@ -60,6 +61,15 @@ SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # scenario samples the workers' memory.
 EXTRA = {"sqlqueue": ["drain_queue", "memory"]}
 
+# The variants of pgbench/claim_complete.sql (see its header); minimal_claim_complete.sql is
+# used as it is.
+PGBENCH_SCRIPTS = {
+    "claim_complete_queue.sql": {"queue_condition": "AND queue = 'default'", "begin": "",
+                                 "commit": ""},
+    "claim_complete_all.sql": {"queue_condition": "", "begin": "", "commit": ""},
+    "claim_complete_one_txn.sql": {"queue_condition": "AND queue = 'default'",
+                                   "begin": "BEGIN;", "commit": "COMMIT;"},
+}
 PGBENCH_RUNS = [  # (label, script, rows per transaction, clients, ready rows before the run)
     ("queue, 1 row/txn, 2 clients", "claim_complete_queue.sql", 1, 2, 100_000),
     ("queue, 10 rows/txn, 2 clients", "claim_complete_queue.sql", 10, 2, 300_000),
@@ -166,6 +176,7 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
         cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     cluster.psql("pgbench_limit", (HERE / "pgbench" / "minimal_schema.sql").read_text())
+    scripts = pgbench_scripts(logdir / "pgbench")
     results = []
     for label, script, batch, clients, ready in PGBENCH_RUNS:
         if script.startswith("minimal"):
@@ -184,7 +195,7 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
         proc = subprocess.run(
             [str(cluster.bindir / "pgbench"), "-h", "127.0.0.1", "-p", str(cluster.port),
              "-U", cluster.superuser, "-n", "-M", "prepared", "-D", f"batch={batch}",
-             "-f", str(HERE / "pgbench" / script), "-c", str(clients), "-j", str(clients),
+             "-f", str(scripts[script]), "-c", str(clients), "-j", str(clients),
              "-T", str(seconds), "pgbench_limit"],
             capture_output=True, text=True,
         )
@@ -210,6 +221,20 @@ def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
         say(f"    pgbench {label}: {rate}")
         results.append(row)
     return results
+
+
+def pgbench_scripts(directory: Path) -> dict:
+    """{script name: its path}: the variants of claim_complete.sql written to ``directory``,
+    the other scripts where they are."""
+    directory.mkdir(parents=True, exist_ok=True)
+    template = string.Template((HERE / "pgbench" / "claim_complete.sql").read_text())
+    paths = {}
+    for name, fill in PGBENCH_SCRIPTS.items():
+        paths[name] = directory / name
+        paths[name].write_text(template.substitute(fill))
+    for _label, name, *_ in PGBENCH_RUNS:
+        paths.setdefault(name, HERE / "pgbench" / name)
+    return paths
 
 
 # ---- the report -----------------------------------------------------------------------------
