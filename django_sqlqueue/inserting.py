@@ -63,8 +63,9 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
                     if statement is None:
                         _bulk_create(batch, alias, batch_size)
                         continue
+                    sql_text, params = statement
                     cursor = connection.cursor()
-                    cursor.execute(*statement)
+                    cursor.execute(sql_text, params)
                     sent.append((cursor, batch))
                 inserted = []
                 for cursor, batch in sent:

@@ -73,6 +73,10 @@ def fork(run_worker) -> "ForkedChild":
     except BaseException:
         traceback.print_exc()
     finally:
+        try:
+            connections.close_all()  # say goodbye to PostgreSQL: os._exit() would just drop them
+        except Exception:  # noqa: BLE001 - exiting anyway; the server notices a dropped socket
+            pass
         _flush()
         os._exit(code)
 
