@@ -108,14 +108,9 @@ def new_job_fields(
         "status": JobStatus.QUEUED,
         "attempts": 0,
         "errors": [],
-        **_UNCLAIMED,
+        # The fields that only a claim or an outcome sets have no default: None, filled in by
+        # build_job (or Job.__init__).
     }
-
-
-#: The fields of a new job that only a claim or an outcome sets.
-_UNCLAIMED = dict.fromkeys(
-    ["claimed_at", "claimed_by", "claim_token", "lease_expires_at", "finished_at", "result"]
-)
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

@@ -53,7 +53,6 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
             transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
         )
         with all_or_nothing:
-            connection.ensure_connection()
             # In pipeline mode each batch's statement is sent without waiting for the one
             # before, so PostgreSQL inserts a batch while Python builds the next.
             with connection.wrap_database_errors, _pipeline(connection, len(batches)):
@@ -77,11 +76,12 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
 
 
 def _pipeline(connection, statements: int):
-    """psycopg's pipeline mode for more than one statement, where libpq supports it."""
-    pipeline = getattr(connection.connection, "pipeline", None)
-    if statements > 1 and pipeline is not None and psycopg.Pipeline.is_supported():
-        return pipeline()
-    return nullcontext()
+    """psycopg's pipeline mode for more than one statement, where libpq supports it (one
+    statement, like every ``enqueue()``, gains nothing from it)."""
+    if statements < 2 or not psycopg.Pipeline.is_supported():
+        return nullcontext()
+    connection.ensure_connection()
+    return connection.connection.pipeline()
 
 
 def _set_pks(jobs, rows, alias):
