@@ -95,6 +95,7 @@ class SQLQueueBackend(BaseTaskBackend):
             raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
 
     def enqueue(self, task, args, kwargs):
+        backend_checks.require_app(self)
         from .models import Job
 
         self.validate_task(task)
@@ -111,6 +112,7 @@ class SQLQueueBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id):
+        backend_checks.require_app(self)
         from .models import Job
 
         try:

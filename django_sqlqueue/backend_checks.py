@@ -3,6 +3,7 @@
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -10,6 +11,21 @@ from .checks import DATABASE_HINT, database_problem
 from .conf import QUEUE_NAME_RE
 
 OPTION_NAMES = {"DATABASE", "MAX_ATTEMPTS", "BACKOFF"}
+APP_MISSING = "django_sqlqueue is not in INSTALLED_APPS, so there is no jobs table."
+APP_MISSING_HINT = 'Add "django_sqlqueue" to INSTALLED_APPS and run migrate.'
+
+
+def require_app(backend) -> None:
+    """Refuse to use the backend without its app, with sqlqueue.E101's words.
+
+    ``manage.py check`` reports E101 only when ``django.tasks`` was imported before the checks
+    ran (Django registers the tasks checks on that import), which a project without this app may
+    never do at start-up; so the first enqueue or result lookup says it too.
+    """
+    if not apps.is_installed("django_sqlqueue"):
+        raise ImproperlyConfigured(
+            f"TASKS[{backend.alias!r}]: {APP_MISSING} {APP_MISSING_HINT} (sqlqueue.E101)"
+        )
 
 
 def check_backend(backend) -> list:
@@ -20,8 +36,7 @@ def check_backend(backend) -> list:
         errors.append(checks.Error(f"{where}: {message}", hint=hint, id=f"sqlqueue.{code}"))
 
     if not apps.is_installed("django_sqlqueue"):
-        error("django_sqlqueue is not in INSTALLED_APPS, so there is no jobs table.",
-              'Add "django_sqlqueue" to INSTALLED_APPS and run migrate.', "E101")
+        error(APP_MISSING, APP_MISSING_HINT, "E101")
     unknown = sorted(set(backend.options) - OPTION_NAMES)
     if unknown:
         error(f"unknown OPTIONS {', '.join(unknown)}.",

@@ -12,7 +12,8 @@ def check_settings(app_configs=None, **kwargs):
     try:
         get_settings()
     except ImproperlyConfigured as exc:
-        return [checks.Error(str(exc), hint="Fix settings.SQLQUEUE.", id="sqlqueue.E001")]
+        # One line that names the key and what to change: the message says both.
+        return [checks.Error(str(exc), id="sqlqueue.E001")]
     return []
 
 

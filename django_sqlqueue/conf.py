@@ -17,6 +17,7 @@ Valid settings are checked once and kept until Django reports a change of ``SQLQ
 reading them costs nothing per enqueue. Invalid settings are never kept: every call raises.
 """
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, fields
@@ -112,11 +113,12 @@ def _read_settings() -> QueueSettings:
             f"settings.SQLQUEUE must be a dict, not {type(raw).__name__}."
         )
     known = {f.name for f in fields(QueueSettings)}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ImproperlyConfigured(
-            f"settings.SQLQUEUE has unknown key(s) {', '.join(unknown)}; "
-            f"valid keys are {', '.join(sorted(known))}."
+            "settings.SQLQUEUE has unknown key(s) "
+            + ", ".join(_with_suggestion(key, known) for key in unknown)
+            + f"; the valid keys are {', '.join(sorted(known))}."
         )
     for key, value in raw.items():
         wanted_types = _TYPES[key]
@@ -130,6 +132,12 @@ def _read_settings() -> QueueSettings:
     conf = QueueSettings(**raw)
     _check_ranges(conf)
     return conf
+
+
+def _with_suggestion(key, known) -> str:
+    """``'MAX_ATTEMPT' (did you mean 'MAX_ATTEMPTS'?)``: a typo is the usual unknown key."""
+    close = difflib.get_close_matches(str(key).upper(), known, n=1)
+    return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
 
 
 def _check_ranges(conf: QueueSettings) -> None:

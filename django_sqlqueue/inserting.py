@@ -27,7 +27,6 @@ import re
 from contextlib import nullcontext
 from typing import NamedTuple
 
-import psycopg
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
@@ -78,7 +77,12 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
 def _pipeline(connection, statements: int):
     """psycopg's pipeline mode for more than one statement, where libpq supports it (one
     statement, like every ``enqueue()``, gains nothing from it)."""
-    if statements < 2 or not psycopg.Pipeline.is_supported():
+    if statements < 2:
+        return nullcontext()
+    # Imported here: this module also serves SQLite-only installs, which have no psycopg.
+    import psycopg
+
+    if not psycopg.Pipeline.is_supported():
         return nullcontext()
     connection.ensure_connection()
     return connection.connection.pipeline()

@@ -170,7 +170,8 @@ class Worker(models.Model):
     concurrency = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField()
-    jobs_done = models.PositiveBigIntegerField(default=0)
+    # Attempts, not jobs: a job retried twice counts three times.
+    jobs_done = models.PositiveBigIntegerField("attempts run", default=0)
 
     class Meta:
         ordering = ["host", "started_at"]

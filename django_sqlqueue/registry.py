@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import building
 from .building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
-from .conf import get_settings
+from .conf import QueueSettings, get_settings
 from .exceptions import UnknownTask
 
 _tasks: dict = {}
@@ -91,6 +91,14 @@ def job(func=None, /, *, name: str | None = None, **options):
     validated here, so a bad queue name fails at import time rather than at the first enqueue.
     """
 
+    if isinstance(func, str):
+        raise TypeError(
+            f"@job({func!r}): @job takes its options as keywords. For a queue, write "
+            f"@job(queue={func!r}); for a task name, @job(name={func!r})."
+        )
+    if func is not None and not callable(func):
+        raise TypeError(f"@job({func!r}): decorate a function, e.g. @job or @job(queue=...).")
+
     def register(func):
         task_name = name or f"{func.__module__}.{func.__qualname__}"
         if "<locals>" in func.__qualname__ or "<lambda>" in func.__qualname__:
@@ -102,7 +110,7 @@ def job(func=None, /, *, name: str | None = None, **options):
             options, allowed=ENQUEUE_OPTIONS - PER_CALL_OPTIONS, where=f"@job for {task_name}"
         )
         task = Task(func, task_name, dict(options))
-        task.job_defaults()  # checks the options now, so that a bad one fails at import time
+        _check_options_now(task)
         existing = _tasks.get(task_name)
         if existing is not None and _origin(existing.func) != _origin(func):
             raise ImproperlyConfigured(
@@ -113,6 +121,16 @@ def job(func=None, /, *, name: str | None = None, **options):
         return task
 
     return register(func) if func is not None else register
+
+
+def _check_options_now(task) -> None:
+    """Check a task's options at import time, so that a bad one fails there, not at the first
+    enqueue. With invalid settings, against the default settings instead: the import must not
+    fail, so that ``manage.py check`` can report sqlqueue.E001 in one line."""
+    try:
+        task.job_defaults()
+    except ImproperlyConfigured:
+        building.job_defaults(task.name, task.options, QueueSettings())
 
 
 def _origin(func) -> str:
@@ -144,3 +162,8 @@ def resolve(task) -> Task:
 
 def registered_names() -> list:
     return sorted(_tasks)
+
+
+def default_queues() -> set:
+    """The queues the registered tasks enqueue to unless a call names another."""
+    return {task.job_defaults().fields["queue"] for task in _tasks.values()}

@@ -1,4 +1,5 @@
-# Shell helpers shared by scripts/test.sh and benchmarks/run.sh (sourced, not run).
+# Shell helpers shared by scripts/test.sh, scripts/check_install.sh and benchmarks/run.sh (sourced,
+# not run).
 
 python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
   local want=$1 candidate
@@ -11,4 +12,19 @@ python_at_least() {  # python_at_least 3.12 -> path of such an interpreter
     fi
   done
   return 1
+}
+
+apt_install() {  # apt_install WHAT PACKAGE...: as root on Debian/Ubuntu, else say what to install
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> $1 not found: installing ${*:2} with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
+  else
+    echo "$1 not found. Install it (sudo apt-get install ${*:2})." >&2
+    return 1
+  fi
+}
+
+have_postgres() {  # the server binaries tests/postgres_cluster.py runs (initdb, pg_ctl)
+  command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }

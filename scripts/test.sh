@@ -4,27 +4,16 @@
 # in two passes:
 #   - Django 6.x on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
 #     the chaos suite and the browser test;
-#   - Django 5.2 LTS on python3 (.venv): everything but the chaos suite and the browser test.
+#   - Django 6.0 on Python 3.13 (.venv-django60) and Django 5.2 LTS on python3 (.venv):
+#     everything but the chaos suite and the browser test.
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
 # on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, Chromium).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -x -k notify`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_install() {  # apt_install WHAT PACKAGE...
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> $1 not found: installing ${*:2} with apt-get"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
-  else
-    echo "$1 not found. Install it (sudo apt-get install ${*:2})." >&2
-    return 1
-  fi
-}
+source scripts/lib.sh  # apt_install, have_postgres, python_at_least
 
-have_postgres() {
-  command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
-}
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
   apt_install "PostgreSQL server (initdb, pg_ctl)" postgresql || {
     echo "Or set DATABASE_URL to a PostgreSQL server you run." >&2; exit 1; }
@@ -37,8 +26,6 @@ if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/
   apt_install "Chromium or its driver (for the browser test)" chromium chromium-driver ||
     echo "The browser test will fail without them (SQLQUEUE_SKIP_BROWSER=1 skips it)." >&2
 fi
-
-source scripts/lib.sh  # python_at_least
 
 make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
   if [ ! -x "$1/bin/python" ]; then
@@ -64,17 +51,20 @@ PY312=$(python_at_least 3.12) || {
        "PATH)." >&2
   exit 1
 }
+PY313=$(python_at_least 3.13) || PY313=$PY312
 make_venv .venv-django6 "$PY312" "Django>=6.1,<6.2"
+make_venv .venv-django60 "$PY313" "Django>=6.0,<6.1"
 make_venv .venv "${PYTHON:-python3}" "Django>=5.2,<5.3"
 
 echo "==> ruff"
 .venv/bin/ruff check .
-echo "==> makemigrations --check (Django 5.2 and 6.1)"
-for venv in .venv .venv-django6; do
+echo "==> makemigrations --check (Django 5.2, 6.0 and 6.1)"
+for venv in .venv .venv-django60 .venv-django6; do
   SQLQUEUE_TEST_DATABASE=sqlite "$venv/bin/python" -m django makemigrations --check --dry-run \
     --settings=tests.settings
 done
 
 run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser" "$@"
+run_pass .venv-django60 "Django 6.0" --ignore=tests/chaos -m "not browser" "$@"
 run_pass .venv-django6 "Django 6.1" "$@"
 exit $status

@@ -94,6 +94,14 @@ if django.VERSION >= (6, 0):
             "QUEUES": ["default", "emails"],
         },
         "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+        # Retries set for every task of the backend, which works on Django 6.0 too.
+        "retrying": {
+            "BACKEND": "django_sqlqueue.backend.SQLQueueBackend",
+            "OPTIONS": {
+                "MAX_ATTEMPTS": 3,
+                "BACKOFF": "tests.testapp.django_tasks.quick_backoff",
+            },
+        },
     }
     # Workers only run django.tasks from modules imported at start-up.
     SQLQUEUE["TASK_MODULES"] = ["tasks", "jobs", "django_tasks"]

@@ -23,8 +23,10 @@ logger = logging.getLogger(__name__)
 
 
 class Completer:
-    def __init__(self, *, alias: str, interval=0.02, max_batch=500, outcome_deadline=300.0):
+    def __init__(self, *, alias: str, interval=0.02, max_batch=500, outcome_deadline=300.0,
+                 on_result=None):
         self.alias = alias
+        self.on_result = on_result or (lambda result: None)  # each written job's RunResult
         self.interval = interval
         self.max_batch = max_batch
         self.outcome_deadline = outcome_deadline
@@ -84,7 +86,7 @@ class Completer:
             applied = job.pk in written
             if applied:
                 job.status, job.result, job.finished_at = "succeeded", outcome.result, finished_at
-            report(job, outcome, applied)
+            self.on_result(report(job, outcome, applied))
         return len(batch)
 
     def _write(self, batch) -> set:

@@ -10,6 +10,13 @@ from django.conf import settings as django_settings
 from ..conf import get_settings
 from ..validation import queue_name
 
+#: Job threads per process. Each thread that touches the ORM opens a database connection of
+#: its own, and PostgreSQL allows 100 by default; past a few hundred, threads mostly wait on each
+#: other (the GIL) and the database. More work at once takes more processes or hosts.
+MAX_CONCURRENCY = 256
+#: Worker processes under one supervisor; more than this belongs on more hosts.
+MAX_PROCESSES = 256
+
 
 class InvalidWorkerOption(ValueError):
     """A worker option is out of range; the message names the option and the fix."""
@@ -40,13 +47,19 @@ class WorkerConfig:
                 self.queues = [queue_name(q) for q in self.queues]
             except ValueError as exc:
                 problems.append(f"--queue: {exc}")
-        for option, value, minimum in [
-            ("--concurrency", self.concurrency, 1),
-            ("--processes", self.processes, 1),
-            ("--max-jobs", self.max_jobs, 1),
+        for option, value, maximum in [
+            ("--concurrency", self.concurrency, MAX_CONCURRENCY),
+            ("--processes", self.processes, MAX_PROCESSES),
         ]:
-            if value is not None and value < minimum:
-                problems.append(f"{option} must be at least {minimum}, not {value}")
+            if not 1 <= value <= maximum:
+                problems.append(f"{option} must be from 1 to {maximum}, not {value}")
+        if self.concurrency > MAX_CONCURRENCY:
+            problems.append(
+                "for more jobs at once, run more processes (--processes) or hosts: every job "
+                "thread may hold a database connection of its own"
+            )
+        if self.max_jobs is not None and self.max_jobs < 1:
+            problems.append(f"--max-jobs must be at least 1, not {self.max_jobs}")
         for option, value in [
             ("--poll-interval", self.poll_interval),
             ("--max-memory", self.max_memory_mb),
@@ -61,7 +74,7 @@ class WorkerConfig:
         if self.shutdown_timeout < 0:
             problems.append(f"--shutdown-timeout must be 0 or more, not {self.shutdown_timeout}")
         if problems:
-            raise InvalidWorkerOption("; ".join(problems) + ".")
+            raise InvalidWorkerOption("; ".join(p.rstrip(".") for p in problems) + ".")
         self.lease_seconds = settings.LEASE_SECONDS
         self.default_timeout = settings.TIMEOUT_SECONDS
         self.notify = settings.NOTIFY

@@ -30,6 +30,10 @@ CLAIM_AHEAD_PER_THREAD = 8
 CLAIMED_AHEAD_MAX_WAIT = 1.0
 
 
+class PoolStartError(RuntimeError):
+    """The system refused to start all of the pool's threads."""
+
+
 @dataclass
 class HeldJob:
     job: object
@@ -41,14 +45,15 @@ class HeldJob:
 
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, outcome_deadline: float,
-                 on_slot_free, completer=None):
+                 on_slot_free, completer=None, on_result=None):
         self.size = size
         self.alias = alias
         self.default_timeout = default_timeout
         self.outcome_deadline = outcome_deadline  # seconds to keep retrying an outcome write
         self.on_slot_free = on_slot_free
         self.completer = completer  # writes successes in batches; None: each job writes its own
-        self.jobs_done = 0
+        self.on_result = on_result or (lambda result: None)  # each written job's RunResult
+        self.jobs_done = 0  # attempts run (a retried job counts once per attempt)
         self.mean_duration = None  # moving average of recent jobs' run time, seconds
         # SimpleQueue: put/get in C, without queue.Queue's conditions; one hand-off per job.
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -60,8 +65,16 @@ class Pool:
         ]
 
     def start(self):
-        for thread in self._threads:
-            thread.start()
+        for started, thread in enumerate(self._threads):
+            try:
+                thread.start()
+            except RuntimeError as exc:  # "can't start new thread": a system or container limit
+                self.stop()  # the threads already started end at once: nothing was submitted
+                raise PoolStartError(
+                    f"could only start {started} of {self.size} job threads ({exc}): lower "
+                    "--concurrency, or raise the limits on processes and memory (ulimit -u and "
+                    "-v, the container's pids and memory limits)."
+                ) from None
 
     # ---- what the fetcher and heartbeat see ------------------------------------------------
     def capacity(self) -> int:
@@ -181,7 +194,7 @@ class Pool:
                 "gave up recording the outcome of job id=%s; its lease will run it again", job.pk
             )
             return True
-        report(job, outcome, applied)
+        self.on_result(report(job, outcome, applied))
         tidy_connections()
         return True
 

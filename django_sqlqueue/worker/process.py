@@ -4,6 +4,7 @@ Threads: the main thread fetches (claims) and handles signals; ``concurrency`` j
 jobs; one thread sends heartbeats, one runs maintenance, and on PostgreSQL one LISTENs.
 """
 
+import collections
 import datetime as dt
 import logging
 import os
@@ -46,11 +47,13 @@ class WorkerProcess:
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
             use_notify=config.notify,
         )
-        self.completer = Completer(alias=self.alias, outcome_deadline=10 * config.lease_seconds)
+        self.outcomes = OutcomeTally()
+        self.completer = Completer(alias=self.alias, outcome_deadline=10 * config.lease_seconds,
+                                   on_result=self.outcomes.add)
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
             outcome_deadline=10 * config.lease_seconds, on_slot_free=self.wakeup.poke,
-            completer=self.completer,
+            completer=self.completer, on_result=self.outcomes.add,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
@@ -66,13 +69,14 @@ class WorkerProcess:
     # ---- life cycle --------------------------------------------------------------------
     def run(self) -> int:
         """Work until stopped (signal, --burst drained, recycle). Returns the exit code."""
+        # First, before anything is registered or claimed: the system may refuse the threads.
+        self.pool.start()
         self._install_signal_handlers()
         call_with_retry(self._register, alias=self.alias, what="registering the worker",
                         stop=self.stopping.is_set)
         self._print_banner()
         self.wakeup.start()
         self.completer.start()
-        self.pool.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished)
@@ -200,7 +204,7 @@ class WorkerProcess:
             )
         except TRANSIENT:
             pass  # maintenance will reap the row
-        self._say(f"stopped after {self.pool.jobs_done} job(s)")
+        self._say(f"stopped after {self.outcomes.summary()}")
 
     def _release(self, job):
         try:
@@ -281,11 +285,43 @@ class WorkerProcess:
             waiting = jobs.unfinished().count()
         except TRANSIENT:
             return
-        self._say(f"progress: done={self.pool.jobs_done} ready={ready} unfinished={waiting}")
+        self._say(f"progress: attempts_run={self.pool.jobs_done} ready={ready} "
+                  f"unfinished={waiting}")
 
     def _say(self, text):
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
+
+
+class OutcomeTally:
+    """What this process's attempts came to, for the line it prints when it stops: jobs and
+    attempts apart, since a retried job runs several attempts."""
+
+    def __init__(self):
+        self._counts = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, result) -> None:
+        with self._lock:
+            self._counts[result.outcome] += 1
+
+    def summary(self) -> str:
+        """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)
+        to retry``; the parts that are zero are left out."""
+        with self._lock:
+            counts = dict(self._counts)
+        attempts = sum(counts.values())
+        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted")}
+        parts = []
+        if any(finished.values()):
+            detail = ", ".join(f"{n} {kind}" for kind, n in finished.items() if n)
+            parts.append(f"{sum(finished.values())} job(s) finished ({detail})")
+        for kind, words in (("failed", "failed attempt(s) to retry"),
+                            ("rescheduled", "rescheduled"),
+                            ("lost", "outcome(s) lost with the lease")):
+            if counts.get(kind):
+                parts.append(f"{counts[kind]} {words}")
+        return f"{attempts} attempt(s)" + (": " + ", ".join(parts) if parts else "")
 
 
 def resident_memory_mb() -> float:

@@ -195,7 +195,8 @@ def test_a_running_row_without_a_lease_is_refused_or_rescued():
 # ---- 4. bad settings and 5. bad command options: (id, argv or settings, message fragment) -----
 SETTINGS = [
     ("lease-negative", {"LEASE_SECONDS": -1}, "LEASE_SECONDS must be positive"),
-    ("unknown-key", {"MAX_ATEMPTS": 3}, "unknown key(s) MAX_ATEMPTS"),
+    ("unknown-key", {"MAX_ATEMPTS": 3},
+     "unknown key(s) 'MAX_ATEMPTS' (did you mean 'MAX_ATTEMPTS'?)"),
     ("wrong-type", {"NOTIFY": "yes"}, "SQLQUEUE['NOTIFY'] must be bool, not str"),
     ("bad-default-queue", {"DEFAULT_QUEUE": "bad queue"}, "is not a valid queue name"),
     ("min-over-max-delay", {"MIN_RETRY_DELAY_SECONDS": 9, "MAX_RETRY_DELAY_SECONDS": 1},

@@ -52,4 +52,7 @@ def test_demo_runs_on_a_fresh_database(tmp_path):
     banner = next((line for line in output.splitlines() if "django-sqlqueue" in line), "")
     assert "worker" in banner, output
     assert "burst: nothing left to do" in output
+    # The demo enqueues 10 jobs; retries and a reschedule make 15 attempts. Both are said.
+    assert ("stopped after 15 attempt(s): 10 job(s) finished (9 succeeded, 1 exhausted), "
+            "4 failed attempt(s) to retry, 1 rescheduled") in output
     assert "job finished task=shop.tasks.charge_card" in output  # the worker's per-job lines

@@ -26,6 +26,9 @@ def test_burst_drains_the_queue_and_exits_zero(start_worker):
         job.pk for job in jobs
     )
     assert "burst: nothing left to do" in worker.output
+    # Jobs and attempts apart: the failing job ran three attempts.
+    assert ("stopped after 53 attempt(s): 51 job(s) finished (50 succeeded, 1 exhausted), "
+            "2 failed attempt(s) to retry") in worker.output
     assert not Worker.objects.exists()  # unregistered on a clean exit
 
 
@@ -165,16 +168,32 @@ def test_a_supervisor_running_other_threads_starts_fresh_interpreters(start_work
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--concurrency", "0"], "--concurrency must be at least 1"),
-        (["--queue", "bad queue"], "invalid queue name 'bad queue'"),
-        (["--poll-interval", "-1"], "--poll-interval must be more than 0"),
-        (["--max-jobs", "0"], "--max-jobs must be at least 1"),
+        (["--concurrency", "0"], "--concurrency must be from 1 to 256, not 0."),
+        (["--concurrency", "100000"], "--concurrency must be from 1 to 256, not 100000; for "
+                                      "more jobs at once, run more processes (--processes)"),
+        (["--processes", "100000"], "--processes must be from 1 to 256, not 100000."),
+        (["--queue", "bad queue"], "invalid queue name 'bad queue': use 1 to 100 characters "
+                                   "from letters, digits, '_', '.' and '-', starting with a "
+                                   "letter or digit.\n"),
+        (["--poll-interval", "-1"], "--poll-interval must be more than 0, not -1.0."),
+        (["--max-jobs", "0"], "--max-jobs must be at least 1, not 0."),
     ],
 )
 def test_bad_options_get_a_clear_error(start_worker, args, message):
     worker = start_worker(*args)
     assert worker.wait() != 0
     assert message in worker.output
+    assert "Traceback" not in worker.output and ".." not in worker.output
+
+
+def test_a_queue_no_task_uses_gets_a_warning_and_is_served_anyway(start_worker):
+    job = add.using(queue="nope").enqueue(1, 2)
+    worker = start_worker("--burst", "-q", "nope", "-q", "emails", settings=FAST)
+    assert worker.wait() == 0, worker.output
+    assert ("warning: no registered task uses queue 'nope' (their queues: default, emails); "
+            "this worker serves it anyway, for jobs enqueued with queue='nope'.") in worker.output
+    assert "queue 'emails'" not in worker.output  # send_email's queue
+    assert job_status(job.pk) == JobStatus.SUCCEEDED
 
 
 def test_max_memory_recycles_the_process_without_losing_jobs(start_worker):

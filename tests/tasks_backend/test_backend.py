@@ -46,6 +46,12 @@ def test_success_result_and_enqueued_signal(start_worker):
     assert tags == {"started:SQLQueueBackend:RUNNING", "finished:SUCCESSFUL:exc=False"}
 
 
+needs_task_options = pytest.mark.skipif(
+    not tasks.TASK_OPTIONS, reason="@task(max_attempts=...) needs Django 6.1"
+)
+
+
+@needs_task_options
 def test_failure_is_retried_then_failed_with_one_error_per_attempt(start_worker):
     result = tasks.always_fails.enqueue("boom")
     drain(start_worker)
@@ -62,6 +68,17 @@ def test_failure_is_retried_then_failed_with_one_error_per_attempt(start_worker)
     assert tags == ["finished:READY:exc=True"] * 2 + ["finished:FAILED:exc=True"]
 
 
+def test_backend_options_retry_every_task_of_the_backend(start_worker):
+    """OPTIONS["MAX_ATTEMPTS"] and ["BACKOFF"]: the way to retry on Django 6.0 too."""
+    result = tasks.fails_retried_by_options.enqueue("boom")
+    assert result.backend == "retrying"
+    drain(start_worker)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [RuntimeError] * 3
+
+
+@needs_task_options
 def test_backoff_returning_none_stops_retrying(start_worker):
     result = tasks.fails_with_value_error.enqueue()
     drain(start_worker)

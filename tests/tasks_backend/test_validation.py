@@ -4,6 +4,7 @@
 import datetime as dt
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
 
@@ -43,6 +44,7 @@ def test_queue_not_in_queues():
     assert not Job.objects.exists()
 
 
+@pytest.mark.skipif(not tasks.TASK_OPTIONS, reason="@task(max_attempts=...) needs Django 6.1")
 @pytest.mark.parametrize(
     "options, code",
     [
@@ -89,6 +91,23 @@ def test_check_reports_the_app_missing(settings):
     apps = [app for app in settings.INSTALLED_APPS if app != "django_sqlqueue"]
     _check_fails_with(settings, {"default": {"BACKEND": BACKEND}}, "sqlqueue.E101",
                       installed_apps=apps)
+
+
+def test_without_the_app_the_backend_refuses_work_with_the_check_message(settings):
+    # manage.py check says E101 only if django.tasks was imported before the checks ran; the
+    # first enqueue must say it whatever the project imported.
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django_sqlqueue"]
+    from django.tasks import task_backends
+
+    backend = task_backends["default"]
+    message = ("TASKS['default']: django_sqlqueue is not in INSTALLED_APPS, so there is no jobs "
+               'table. Add "django_sqlqueue" to INSTALLED_APPS and run migrate. (sqlqueue.E101)')
+    with pytest.raises(ImproperlyConfigured) as enqueue:
+        backend.enqueue(tasks.add, [1, 2], {})
+    assert str(enqueue.value) == message
+    with pytest.raises(ImproperlyConfigured) as lookup:
+        backend.get_result("1")
+    assert str(lookup.value) == message
 
 
 def test_a_good_configuration_passes_the_check(settings):

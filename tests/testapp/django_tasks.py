@@ -7,6 +7,7 @@ module records every signal it sends as an Execution row the tests can read.
 import asyncio
 import sys
 
+import django
 from django.tasks import task
 from django.tasks.signals import task_finished, task_started
 
@@ -31,14 +32,24 @@ def add_urgent(a, b):
     return a + b
 
 
-@task(max_attempts=3, backoff=quick_backoff)
-def always_fails(message):
+#: Django 6.1 passes extra @task keywords (max_attempts=...) to the backend's task_class;
+#: Django 6.0's @task takes none, so there retries come from the backend's OPTIONS only.
+TASK_OPTIONS = django.VERSION >= (6, 1)
+
+if TASK_OPTIONS:
+
+    @task(max_attempts=3, backoff=quick_backoff)
+    def always_fails(message):
+        raise RuntimeError(message)
+
+    @task(max_attempts=5, backoff=no_retry_for_value_errors)
+    def fails_with_value_error():
+        raise ValueError("no point retrying")
+
+
+@task(backend="retrying")  # OPTIONS: MAX_ATTEMPTS 3, BACKOFF quick_backoff (tests/settings.py)
+def fails_retried_by_options(message):
     raise RuntimeError(message)
-
-
-@task(max_attempts=5, backoff=no_retry_for_value_errors)
-def fails_with_value_error():
-    raise ValueError("no point retrying")
 
 
 @task

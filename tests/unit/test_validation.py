@@ -280,6 +280,28 @@ def test_nested_function_is_refused_by_job():
     assert not [name for name in registered_names() if "<locals>" in name]
 
 
+@pytest.mark.parametrize("argument", ["emails", 5])
+def test_job_with_a_positional_argument_says_how_to_write_it(argument):
+    # @job("emails") is how django-rq names a queue.
+    with pytest.raises(TypeError) as info:
+        job(argument)(_not_yet_a_job)
+    if argument == "emails":
+        assert str(info.value) == (
+            "@job('emails'): @job takes its options as keywords. For a queue, write "
+            "@job(queue='emails'); for a task name, @job(name='emails')."
+        )
+    else:
+        assert str(info.value) == "@job(5): decorate a function, e.g. @job or @job(queue=...)."
+    assert NOT_YET not in registered_names()
+
+
+def test_a_task_with_bad_options_still_fails_at_import_when_the_settings_are_bad(settings):
+    settings.SQLQUEUE = {"MAX_ATTEMPT": 3}  # sqlqueue.E001 reports it; the import goes on
+    with pytest.raises(InvalidQueueName):
+        job(queue="not a queue")(_not_yet_a_job)
+    assert NOT_YET not in registered_names()
+
+
 def test_second_function_under_a_taken_name_is_refused():
     with pytest.raises(ImproperlyConfigured, match="two functions are registered as job"):
         job(name="tests.testapp.tasks.add")(_not_yet_a_job)
@@ -290,7 +312,8 @@ def test_second_function_under_a_taken_name_is_refused():
 @pytest.mark.parametrize(
     "sqlqueue, expected",
     [
-        ({"MAX_ATEMPTS": 3}, ["unknown key(s) MAX_ATEMPTS", "valid keys are"]),
+        ({"MAX_ATEMPTS": 3},
+         ["unknown key(s) 'MAX_ATEMPTS' (did you mean 'MAX_ATTEMPTS'?)", "valid keys are"]),
         ({"MAX_ATTEMPTS": "5"}, ["SQLQUEUE['MAX_ATTEMPTS'] must be int, not str"]),
         ({"MAX_ATTEMPTS": True}, ["SQLQUEUE['MAX_ATTEMPTS'] must be int, not bool"]),
         ({"MAX_PAYLOAD_BYTES": 1.5}, ["SQLQUEUE['MAX_PAYLOAD_BYTES'] must be int, not float"]),

@@ -12,6 +12,7 @@ from django.utils import timezone
 from ...models import Job
 from ...statuses import FINISHED_STATUSES
 from ...validation import queue_name
+from ..progress import Progress
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
@@ -34,10 +35,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--older-than", required=True, metavar="DURATION",
                             help="finished longer ago than this: 30m, 12h, 7d, 2w")
-        parser.add_argument("--status", action="append", dest="statuses", metavar="S",
+        parser.add_argument("--status", "-s", action="append", dest="statuses", metavar="S",
                             help="only this finished status; repeat for several (default: all "
                                  "finished statuses)")
-        parser.add_argument("--queue", action="append", dest="queues", metavar="Q",
+        parser.add_argument("--queue", "-q", action="append", dest="queues", metavar="Q",
                             help="only this queue; repeat for several (default: all queues)")
         parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
         parser.add_argument("--database", help="alias of the jobs database (default: router)")
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                           f"({detail})")
         if options["dry_run"] or not total:
             return
-        deleted = jobs.delete_in_batches(
-            progress=lambda n: self.stdout.write(f"  deleted {n}/{total}") if n < total else None
-        )
+        progress = Progress(self.stdout, total, verb="deleted")
+        deleted = jobs.delete_in_batches(progress=progress.update)
+        progress.finish()
         self.stdout.write(self.style.SUCCESS(f"deleted {deleted} job(s)"))

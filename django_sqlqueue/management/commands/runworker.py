@@ -8,8 +8,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ... import registry
 from ...worker import children
 from ...worker.config import InvalidWorkerOption, WorkerConfig
+from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.supervisor import Supervisor
 
@@ -60,14 +62,32 @@ class Command(BaseCommand):
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
+        if config.queues and not config.supervised:
+            self._warn_about_queues_no_task_uses(config.queues)
         if config.processes > 1 and not config.supervised:
             sys.exit(self._supervise(config, options["start_method"]))
-        code = WorkerProcess(config, out=self.stdout).run()
+        try:
+            code = WorkerProcess(config, out=self.stdout).run()
+        except PoolStartError as exc:
+            raise CommandError(str(exc)) from None
         if code == RECYCLE_EXIT_CODE and not config.supervised:
             # No supervisor to restart us: replace this process with a fresh one (same pid).
             self.stdout.flush()
             os.execv(sys.executable, _this_command())
         sys.exit(code)
+
+    def _warn_about_queues_no_task_uses(self, queues):
+        """A typo in -q would otherwise idle without a word."""
+        used = queues_of_registered_tasks()
+        if used is None:
+            return  # a django.tasks backend here accepts any queue name
+        for queue in queues:
+            if queue not in used:
+                self.stderr.write(
+                    f"warning: no registered task uses queue {queue!r} (their queues: "
+                    f"{', '.join(sorted(used)) or 'none'}); this worker serves it anyway, for "
+                    f"jobs enqueued with queue={queue!r}."
+                )
 
     def _supervise(self, config, start_method) -> int:
         if start_method == "fork":
@@ -100,6 +120,24 @@ class Command(BaseCommand):
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
         logger.propagate = False
+
+
+def queues_of_registered_tasks() -> set | None:
+    """The queues of the registered ``@job`` tasks and of this project's django.tasks backends
+    of this package; None if such a backend accepts every queue (``QUEUES`` empty)."""
+    queues = registry.default_queues()
+    try:
+        from django.tasks import task_backends  # Django 6+
+    except ImportError:
+        return queues
+    from ...backend import SQLQueueBackend
+
+    for backend in task_backends.all():
+        if isinstance(backend, SQLQueueBackend):
+            if not backend.queues:
+                return None
+            queues |= set(backend.queues)
+    return queues
 
 
 def _this_command() -> list:

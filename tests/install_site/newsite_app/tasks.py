@@ -1,0 +1,16 @@
+"""The site's jobs, imported by django_sqlqueue at start-up (an app's tasks.py)."""
+
+from django_sqlqueue import job
+
+
+@job
+def write_note(text):
+    from .models import Note
+
+    return {"note": Note.objects.create(text=text).pk}
+
+
+@job(max_attempts=1)
+def fail_on_purpose(reason):
+    """Fails at once, with no retry: its job page shows the error and its traceback."""
+    raise RuntimeError(reason)

@@ -1,0 +1,90 @@
+"""What a user sees at the command line when something is wrong: one clear line, no traceback."""
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.statuses import JobStatus
+from tests.process.conftest import ROOT
+from tests.testapp.tasks import add
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def manage(*args, db_url, sqlqueue=None):
+    """``python -m django ARGS`` with the test settings and ``SQLQUEUE`` as given."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": db_url(),
+           "SQLQUEUE_TEST_SETTINGS": json.dumps(sqlqueue or {})}
+    return subprocess.run([sys.executable, "-m", "django", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [["check"], ["runworker", "--burst"]])
+@pytest.mark.parametrize(
+    "sqlqueue, line",
+    [
+        ({"MAX_ATTEMPT": 3}, "settings.SQLQUEUE has unknown key(s) 'MAX_ATTEMPT' (did you mean "
+                             "'MAX_ATTEMPTS'?); the valid keys are BACKOFF_SECONDS, "),
+        ({"LEASE_SECONDS": "30"}, "settings.SQLQUEUE['LEASE_SECONDS'] must be int or float, "
+                                  "not str."),
+        ({"MAX_ATTEMPTS": 0}, "settings.SQLQUEUE: MAX_ATTEMPTS must be at least 1."),
+    ],
+)
+def test_a_bad_setting_is_one_check_line_and_stops_the_worker(db_url, command, sqlqueue, line):
+    # The test app's tasks.py registers @job functions at start-up: a bad setting must not turn
+    # that import into a traceback.
+    done = manage(*command, db_url=db_url, sqlqueue=sqlqueue)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "Traceback" not in output, output
+    [reported] = [text for text in output.splitlines() if "sqlqueue.E001" in text]
+    assert reported.startswith("?: (sqlqueue.E001) ") and line in reported, output
+
+
+def test_purgejobs_shows_a_few_percentage_steps_not_a_line_per_batch():
+    finished = timezone.now() - dt.timedelta(days=30)
+    Job.objects.bulk_create(
+        Job(task_name="tests.record", queue="reports", status=JobStatus.SUCCEEDED,
+            finished_at=finished, payload={"args": [], "kwargs": {}})
+        for _ in range(5000)
+    )
+    out = StringIO()  # not a terminal: a log or a cron mail
+    call_command("purgejobs", "--older-than", "7d", "-q", "reports", "-s", "succeeded",
+                 stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("deleting 5000 job(s) finished before")
+    assert lines[1:] == [
+        "  deleted 2000/5000 job(s) (40%)",
+        "  deleted 3000/5000 job(s) (60%)",
+        "  deleted 4000/5000 job(s) (80%)",
+        "deleted 5000 job(s)",
+    ]
+    assert not Job.objects.exists()
+
+
+def test_a_worker_the_system_refuses_threads_stops_before_it_claims(db_url):
+    job = add.enqueue(1, 2)
+    # 600 MB of address space: Django fits, 256 thread stacks of 8 MB do not.
+    limited = (
+        "import os, resource, sys; "
+        "resource.setrlimit(resource.RLIMIT_AS, (600 * 2**20, 600 * 2**20)); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'django', 'runworker', '--burst', "
+        "'--concurrency', '256'])"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": db_url()}
+    done = subprocess.run([sys.executable, "-c", limited], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "CommandError: could only start " in output and " of 256 job threads" in output
+    assert "lower --concurrency" in output and "Traceback" not in output
+    assert not Worker.objects.exists()  # it never registered
+    assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED  # nor claimed anything
