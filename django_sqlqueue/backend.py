@@ -15,6 +15,7 @@
 worker imports that path and runs it only if it is a Task whose backend is this backend.
 """
 
+import datetime as dt
 import logging
 import sys
 from dataclasses import dataclass
@@ -31,12 +32,14 @@ from django.utils.module_loading import import_string
 
 from . import backend_checks
 from .building import job_fields
-from .context import _current_job
-from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
-from .execution import DJANGO_TASK_PREFIX, Outcome
+from .exceptions import InvalidJob, UnknownTask
+from .runner import Attempt, OutcomeKind, arguments, register_adapter
 from .statuses import JobStatus
 
 logger = logging.getLogger(__name__)
+#: Task names of jobs enqueued through this backend start with this; the rest of the name is the
+#: module path of a django.tasks Task.
+DJANGO_TASK_PREFIX = "django.tasks:"
 
 STATUS_MAP = {
     JobStatus.QUEUED: TaskResultStatus.READY,
@@ -102,14 +105,22 @@ class SQLQueueBackend(BaseTaskBackend):
         fields = job_fields(
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, run_at=task.run_after,
-            max_attempts=getattr(task, "max_attempts", None) or self.options.get("MAX_ATTEMPTS"),
+            max_attempts=self.max_attempts(task),
             timeout=getattr(task, "timeout", None),
         )
         fields["payload"]["backend"] = self.alias
+        if task.run_after is not None:  # so that result.task is the task as enqueued
+            fields["payload"]["run_after"] = task.run_after.isoformat()
         job = Job.objects.enqueue_prepared(Job(**fields), using=self.database)
         result = self.task_result(job, task)
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def max_attempts(self, task) -> int:
+        """Attempts in all: the task's ``max_attempts``, else ``OPTIONS["MAX_ATTEMPTS"]``, else 1.
+        A task that raises ends FAILED, as with Django's own backends, unless retries were
+        asked for."""
+        return getattr(task, "max_attempts", None) or self.options.get("MAX_ATTEMPTS") or 1
 
     def get_result(self, result_id):
         backend_checks.require_app(self)
@@ -137,11 +148,12 @@ class SQLQueueBackend(BaseTaskBackend):
         errors = job.errors or []
         workers = [entry.get("worker", "") for entry in errors][: job.attempts]
         workers += [job.claimed_by or ""] * (job.attempts - len(workers))
-        changes = {"priority": job.priority, "queue_name": job.queue}
-        if task.run_after is not None or job.status in (JobStatus.QUEUED, JobStatus.FAILED):
-            changes["run_after"] = job.run_at
+        run_after = (job.payload or {}).get("run_after")
+        # The task as it was enqueued (Django's backends return ``result.task == task``).
+        enqueued = task.using(priority=job.priority, queue_name=job.queue,
+                              run_after=run_after and dt.datetime.fromisoformat(run_after))
         result = TaskResult(
-            task=task.using(**changes),
+            task=enqueued,
             id=str(job.pk),
             status=STATUS_MAP[job.status],
             enqueued_at=job.enqueued_at,
@@ -205,55 +217,59 @@ def load_task(job) -> Task:
     return task
 
 
-def call_django_task(job) -> Outcome:
-    """Run a django.tasks job (the worker's side), sending Django's task signals."""
-    try:
-        task = load_task(job)
-    except UnknownTask as exc:
-        return Outcome("failed", error=exc)  # maybe a worker with newer code can run it
-    except InvalidJob as exc:
-        return Outcome("aborted", error=exc)
-    backend = task.get_backend()
-    sender = type(backend)
-    result = backend.task_result(job, task)
-    task_started.send(sender, task_result=result)
-    token = _current_job.set(job)
-    try:
+class DjangoTaskAttempt(Attempt):
+    """One attempt of a django.tasks job, for the runner: Django's signals and TaskResult, JSON
+    results as Django normalizes them, and the backend's retry policy."""
+
+    def __init__(self, job, task):
+        args, kwargs = arguments(job)
+        self.task = task
+        self.backend = task.get_backend()
+        self.task_result = self.backend.task_result(job, task)
         if task.takes_context:
-            value = task.call(TaskContext(task_result=result), *job.args, **job.kwargs)
+            args = [TaskContext(task_result=self.task_result), *args]
+        super().__init__(job, task.func, args, kwargs)
+
+    def call(self):
+        # Task.call runs async tasks with async_to_sync, as the runner would.
+        return self.task.call(*self.args, **self.kwargs)
+
+    def started(self):
+        task_started.send(type(self.backend), task_result=self.task_result)
+
+    def result(self, value):
+        return normalize_json(value)  # TypeError / ValueError if Django cannot store it
+
+    def retry_delay(self, error):
+        self._add_error(error)  # backoff(exception, task_result) sees this attempt's error
+        return self.backend.retry_delay(self.task, error, self.task_result)
+
+    def finished(self, outcome, will_retry):
+        result = self.task_result
+        if outcome.kind is OutcomeKind.SUCCEEDED:
+            status = TaskResultStatus.SUCCESSFUL
+            object.__setattr__(result, "_return_value", outcome.result)
         else:
-            value = task.call(*job.args, **job.kwargs)
-    except Reschedule as signal:
-        return Outcome("rescheduled", run_at=signal.run_at, delay=signal.delay)
-    except Exception as exc:
-        return _failed(job, backend, task, result, exc)
-    finally:
-        _current_job.reset(token)
-    try:
-        value = normalize_json(value)
-    except (TypeError, ValueError) as exc:
-        # It ran to the end, side effects and all: do not run it again.
-        return _failed(job, backend, task, result, exc, may_retry=False)
-    object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-    object.__setattr__(result, "_return_value", value)
-    task_finished.send(sender, task_result=result)
-    return Outcome("succeeded", result=value)
+            if outcome.error is not None and not self._has_error(outcome.error):
+                self._add_error(outcome.error)
+            status = TaskResultStatus.READY if will_retry else TaskResultStatus.FAILED
+        object.__setattr__(result, "status", status)
+        # Sent from inside the except block for a failure: Django's log receiver reads
+        # sys.exc_info().
+        task_finished.send(type(self.backend), task_result=result)
+
+    def _add_error(self, error):
+        kind = type(error)
+        self.task_result.errors.append(TaskError(
+            exception_class_path=f"{kind.__module__}.{kind.__qualname__}", traceback=""))
+        self._error = error
+
+    def _has_error(self, error) -> bool:
+        return getattr(self, "_error", None) is error
 
 
-def _failed(job, backend, task, result, exc, *, may_retry=True) -> Outcome:
-    """Record the attempt's error on the TaskResult and send task_finished from inside the
-    ``except`` block (Django's log receiver reads sys.exc_info())."""
-    kind = type(exc)
-    result.errors.append(TaskError(exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-                                   traceback=""))
-    delay = None
-    if isinstance(exc, Abort) or not may_retry:
-        retry = False
-    else:
-        delay = backend.retry_delay(task, exc, result)
-        retry = delay is not False and job.attempts < job.max_attempts
-    final = TaskResultStatus.READY if retry else TaskResultStatus.FAILED
-    object.__setattr__(result, "status", final)
-    task_finished.send(type(backend), task_result=result)
-    return Outcome("failed" if retry else "aborted", error=exc,
-                   delay=delay if delay is not False else None)
+def load_attempt(job) -> DjangoTaskAttempt:
+    return DjangoTaskAttempt(job, load_task(job))
+
+
+register_adapter(DJANGO_TASK_PREFIX, load_attempt)

@@ -29,6 +29,9 @@ from django.dispatch import receiver
 
 # The queue-name rule (validation.py imports it from here, as settings must not import validation).
 QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+#: A maintenance batch is one transaction: past this many rows it holds too many locks for too
+#: long, which is what batches are for.
+MAX_MAINTENANCE_BATCH_SIZE = 100_000
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,18 @@ class QueueSettings:
     # in transaction pooling mode, where LISTEN does not work; polling then does the job.
     NOTIFY: bool = True
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
+    # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
+    # intervals, so a dead leader is replaced within about that.
     MAINTENANCE_INTERVAL_SECONDS: float = 5.0
+    # Rows per statement in maintenance's expire, rescue and prune steps; each batch is its own
+    # short transaction. Larger: fewer round trips, longer row locks.
+    MAINTENANCE_BATCH_SIZE: int = 1000
+    # PostgreSQL: longest a statement of a maintenance batch may run (SET LOCAL statement_timeout);
+    # a batch over it fails alone and the step tries again at the next pass. None: no limit.
+    MAINTENANCE_STATEMENT_TIMEOUT_SECONDS: float | None = 10.0
+    # How often the leader looks for finished jobs to prune (it reads them without an index);
+    # a backlog too large for one go is worked through at the passes after, not an interval later.
+    PRUNE_INTERVAL_SECONDS: float = 600.0
     # Finished jobs are deleted this long after they finished (None: keep them).
     KEEP_SUCCEEDED_SECONDS: float | None = 7 * 24 * 3600.0
     KEEP_FAILED_SECONDS: float | None = 30 * 24 * 3600.0  # exhausted, cancelled, expired
@@ -79,6 +93,9 @@ _TYPES = {
     "POLL_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
+    "MAINTENANCE_BATCH_SIZE": (int,),
+    "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),
+    "PRUNE_INTERVAL_SECONDS": (int, float),
     "KEEP_SUCCEEDED_SECONDS": (int, float, type(None)),
     "KEEP_FAILED_SECONDS": (int, float, type(None)),
     "MAX_PAYLOAD_BYTES": (int,),
@@ -160,10 +177,14 @@ def _check_ranges(conf: QueueSettings) -> None:
         problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
-    for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS"):
+    for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
+                "PRUNE_INTERVAL_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
-    for key in ("TIMEOUT_SECONDS", "KEEP_SUCCEEDED_SECONDS", "KEEP_FAILED_SECONDS"):
+    if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:
+        problems.append(f"MAINTENANCE_BATCH_SIZE must be from 1 to {MAX_MAINTENANCE_BATCH_SIZE:,}")
+    for key in ("TIMEOUT_SECONDS", "KEEP_SUCCEEDED_SECONDS", "KEEP_FAILED_SECONDS",
+                "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS"):
         if getattr(conf, key) is not None and getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive or None")
     if conf.MAX_PAYLOAD_BYTES <= 0 or conf.MAX_TRACEBACK_CHARS <= 0:

@@ -14,8 +14,9 @@ class InvalidJob(SQLQueueError, ValueError):
     """A job could not be enqueued because one of its values is invalid."""
 
 
-class InvalidPayload(InvalidJob):
-    """The job's args or kwargs are not plain JSON, or are too large."""
+class InvalidPayload(InvalidJob, TypeError):
+    """The job's args or kwargs are not plain JSON, or are too large. A ``TypeError`` too, as
+    Django's task backends raise for arguments they cannot store."""
 
 
 class UnknownTask(InvalidJob):

@@ -14,7 +14,7 @@ interval at most.
 import threading
 import weakref
 
-from django.db import connections, transaction
+from django.db import transaction
 
 from .conf import get_settings
 
@@ -39,12 +39,7 @@ def _wake_in_process() -> None:
 
 def wake_in_process_after_commit(alias: str) -> None:
     """Called after jobs were inserted on ``alias``: wake this process's workers at commit (at
-    once outside a transaction). One callback per transaction, however many enqueues it has."""
-    if not _local_wakeups:
-        return
-    connection = connections[alias]
-    if connection.in_atomic_block and any(
-        entry[1] is _wake_in_process for entry in connection.run_on_commit
-    ):
-        return
-    transaction.on_commit(_wake_in_process, using=alias)
+    once outside a transaction; never after a rollback). Only a process that runs workers
+    registers anything: a web process pays nothing."""
+    if _local_wakeups:
+        transaction.on_commit(_wake_in_process, using=alias)

@@ -1,51 +1,135 @@
-"""What happens to a claimed job after it ran. Every write here is fenced.
+"""What each outcome writes to a claimed job's row, and the one fenced write that does it.
 
-A fenced write updates the row only ``WHERE id = job.id AND status = 'running' AND claim_token =
-job.claim_token``. The token is new at every claim, so once a job's lease was lost (the job was
-rescued, released, or claimed again by another worker) the old worker's outcome updates no row and
-the call returns False: the new owner's work is never overwritten.
+An outcome (``runner.Outcome``) becomes a :class:`Transition`: the status and the values to
+write. :func:`write` writes any number of transitions in one statement, each fenced: a row is
+updated only ``WHERE id = job.id AND status = 'running' AND claim_token = job.claim_token``. The
+token is new at every claim, so once a job's lease was lost (rescued, released, claimed again by
+another worker) the old claim's outcome updates no row, and the new owner's work is never
+overwritten. ``Job.complete()``, ``fail()``, ``reschedule()`` and ``release()`` and the worker's
+outcome writer all write through here.
 """
 
 import datetime as dt
 import traceback as tb
+from dataclasses import dataclass
 
-from django.db.models import F
+from django.db import connections
 from django.utils import timezone
 
-from . import validation
+from . import sql, validation
 from .conf import get_settings
 from .exceptions import InvalidSchedule
 from .retry import retry_delay_seconds
+from .runner import Outcome, OutcomeKind
 from .statuses import JobStatus
 
 
-def _fenced_update(job, *, also=None, **values) -> bool:
-    from .models import Job
+@dataclass(frozen=True)
+class Transition:
+    """What one outcome writes to a running job's row (None: leave the column as it is)."""
 
-    fence = {"pk": job.pk, "status": JobStatus.RUNNING, "claim_token": job.claim_token}
-    updated = (
-        Job.objects.using(job._state.db or None)
-        .filter(**fence, **(also or {}))
-        .update(**values)
-    )
-    if updated:
-        for name, value in values.items():
-            if not hasattr(value, "resolve_expression"):
-                setattr(job, name, value)
-    return updated == 1
+    status: JobStatus
+    result: object = None  # stored for succeeded; NULL otherwise
+    errors: list | None = None  # the whole list, with this attempt's entry appended
+    run_at: dt.datetime | None = None  # when it runs again
+    finished_at: dt.datetime | None = None  # set for final statuses
+    give_back: bool = False  # not counted as an attempt: max_attempts goes up by one
+
+
+def transition(job, outcome: Outcome, *, now=None) -> Transition:
+    """The transition of ``outcome`` for ``job`` (with its attempts as claimed)."""
+    now = now or timezone.now()
+    kind = outcome.kind
+    if kind is OutcomeKind.SUCCEEDED:
+        validation.check_json(outcome.result, "the result")
+        return Transition(JobStatus.SUCCEEDED, result=outcome.result, finished_at=now)
+    if kind is OutcomeKind.RESCHEDULED:
+        if outcome.run_at is None and outcome.delay is None:
+            raise InvalidSchedule("reschedule() needs run_at or delay.")
+        return Transition(JobStatus.QUEUED, run_at=validation.run_at(outcome.run_at,
+                                                                     outcome.delay, now),
+                          give_back=True)
+    errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
+    if kind is OutcomeKind.FAILED and job.attempts < job.max_attempts:
+        delay = outcome.delay if outcome.delay is not None else retry_delay_seconds(
+            job.attempts,
+            backoff=job.retry_backoff_seconds,
+            min_delay=job.retry_min_delay_seconds,
+            max_delay=job.retry_max_delay_seconds,
+            jitter=job.retry_jitter,
+        )
+        return Transition(JobStatus.FAILED, errors=errors,
+                          run_at=now + dt.timedelta(seconds=delay))
+    return Transition(JobStatus.EXHAUSTED, errors=errors, finished_at=now)
+
+
+def released(now=None) -> Transition:
+    """Back to queued, due now, the attempt not counted (a worker shutting down)."""
+    return Transition(JobStatus.QUEUED, run_at=now or timezone.now(), give_back=True)
+
+
+def write(changes: list, alias: str) -> set:
+    """Write ``[(job, Transition), ...]`` of running jobs claimed on ``alias`` in one fenced
+    statement; return the pks it updated, and update those jobs in memory. The others were no
+    longer their claim's."""
+    if not changes:
+        return set()
+    connection = connections[alias]
+    model = type(changes[0][0])
+    statement, params = sql.record_outcomes(model, connection, [
+        (job.pk, job.claim_token, change.status.value, change.result, change.errors,
+         change.run_at, change.finished_at, change.give_back)
+        for job, change in changes
+    ])
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        applied = {row[0] for row in cursor.fetchall()}
+    for job, change in changes:
+        if job.pk in applied:
+            job.status = change.status.value
+            job.result = change.result
+            job.lease_expires_at = None
+            job.finished_at = change.finished_at
+            if change.errors is not None:
+                job.errors = change.errors
+            if change.run_at is not None:
+                job.run_at = change.run_at
+            if change.give_back:
+                job.max_attempts += 1
+    return applied
+
+
+def write_one(job, change: Transition) -> bool:
+    """``write`` for one job, on the database it was claimed from."""
+    return job.pk in write([(job, change)], job._state.db or "default")
 
 
 def complete(job, result=None, *, now=None) -> bool:
     """running -> succeeded, storing ``result`` (which must be plain JSON)."""
-    validation.check_json(result, "the result")
-    applied = _fenced_update(
-        job,
-        status=JobStatus.SUCCEEDED,
-        result=result,
-        finished_at=now or timezone.now(),
-        lease_expires_at=None,
-    )
-    return applied
+    return write_one(job, transition(job, Outcome(OutcomeKind.SUCCEEDED, result=result),
+                                     now=now))
+
+
+def fail(job, error, *, retry=True, delay=None, now=None) -> bool:
+    """running -> failed (runs again after ``delay`` seconds, by default the job's backoff
+    policy), or -> exhausted when no attempts are left or ``retry`` is False. The error is
+    appended to ``job.errors``."""
+    kind = OutcomeKind.FAILED if retry else OutcomeKind.ABORTED
+    return write_one(job, transition(job, Outcome(kind, error=error, delay=delay), now=now))
+
+
+def reschedule(job, *, run_at=None, delay=None, now=None) -> bool:
+    """running -> queued at ``run_at`` (or now + ``delay``), not counted as a failure.
+
+    Attempts never go down, so the attempt just made is given back by raising max_attempts.
+    """
+    outcome = Outcome(OutcomeKind.RESCHEDULED, run_at=run_at, delay=delay)
+    return write_one(job, transition(job, outcome, now=now))
+
+
+def release(job, *, now=None) -> bool:
+    """running -> queued, due now, without counting the attempt (e.g. on worker shutdown)."""
+    return write_one(job, released(now))
 
 
 def error_entry(job, error, *, now, traceback_text=None) -> dict:
@@ -68,23 +152,6 @@ def error_entry(job, error, *, now, traceback_text=None) -> dict:
     }
 
 
-def fail(job, error, *, retry=True, delay=None, now=None, traceback_text=None) -> bool:
-    """running -> failed (runs again after ``delay`` seconds, by default the job's backoff
-    policy), or -> exhausted when no attempts are left or ``retry`` is False. The error is
-    appended to ``job.errors``."""
-    now = now or timezone.now()
-    delay = delay if delay is not None else retry_delay_seconds(
-        job.attempts,
-        backoff=job.retry_backoff_seconds,
-        min_delay=job.retry_min_delay_seconds,
-        max_delay=job.retry_max_delay_seconds,
-        jitter=job.retry_jitter,
-    )
-    entry = error_entry(job, error, now=now, traceback_text=traceback_text)
-    retry_at = now + dt.timedelta(seconds=delay) if retry else None
-    return _record_failure(job, entry, retry_at=retry_at, now=now)
-
-
 class WorkerLost(Exception):  # noqa: N818 - recorded as the error type of a lost attempt
     """The worker running this attempt stopped renewing its lease (killed, hung, machine gone)."""
 
@@ -92,58 +159,18 @@ class WorkerLost(Exception):  # noqa: N818 - recorded as the error type of a los
 def rescue(job, *, now=None, reason="its lease expired") -> bool:
     """running -> failed (due now) or exhausted: the attempt is lost with its worker.
 
-    Fenced on the lease as read, so a heartbeat that renews the lease meanwhile wins the race.
+    ``JobQuerySet.rescue`` for this one job, which writes the ``WorkerLost`` entry ("worker ...
+    was lost while running attempt N (reason); the attempt counts as failed."). Fenced on the
+    claim token and on the lease as read: a lease renewed by a heartbeat meanwhile is later, and
+    wins the race. When applied, the job's changed fields are read back.
     """
-    now = now or timezone.now()
-    lost = WorkerLost(
-        f"worker {job.claimed_by or '?'} was lost while running attempt {job.attempts} "
-        f"({reason}); the attempt counts as failed."
+    lease = ({"lease_expires_at__isnull": True} if job.lease_expires_at is None
+             else {"lease_expires_at__lte": job.lease_expires_at})
+    jobs = type(job)._default_manager.using(job._state.db or None).filter(
+        pk=job.pk, claim_token=job.claim_token, **lease
     )
-    entry = error_entry(job, lost, now=now)
-    return _record_failure(
-        job, entry, retry_at=now, now=now, also={"lease_expires_at": job.lease_expires_at}
-    )
-
-
-def _record_failure(job, entry, *, retry_at, now, also=None) -> bool:
-    """Append ``entry`` to the job's errors; retry at ``retry_at`` if attempts are left."""
-    errors = [*(job.errors or []), entry]
-    if retry_at is not None and job.attempts < job.max_attempts:
-        return _fenced_update(
-            job, also=also, status=JobStatus.FAILED, run_at=retry_at, errors=errors,
-            lease_expires_at=None,
-        )
-    return _fenced_update(
-        job, also=also, status=JobStatus.EXHAUSTED, errors=errors, finished_at=now,
-        lease_expires_at=None,
-    )
-
-
-def reschedule(job, *, run_at=None, delay=None, now=None) -> bool:
-    """running -> queued at ``run_at`` (or now + ``delay``), not counted as a failure.
-
-    Attempts never go down, so the attempt just made is given back by raising max_attempts.
-    """
-    now = now or timezone.now()
-    if run_at is None and delay is None:
-        raise InvalidSchedule("reschedule() needs run_at or delay.")
-    when = validation.run_at(run_at, delay, now)
-    return _give_back(job, run_at=when)
-
-
-def release(job, *, now=None) -> bool:
-    """running -> queued, due now, without counting the attempt (e.g. on worker shutdown)."""
-    return _give_back(job, run_at=now or timezone.now())
-
-
-def _give_back(job, *, run_at) -> bool:
-    applied = _fenced_update(
-        job,
-        status=JobStatus.QUEUED,
-        run_at=run_at,
-        max_attempts=F("max_attempts") + 1,
-        lease_expires_at=None,
-    )
+    applied = jobs.rescue(now, reason=reason, limit=1) == 1
     if applied:
-        job.max_attempts += 1
+        job.refresh_from_db(fields=["status", "run_at", "finished_at", "lease_expires_at",
+                                    "errors"])
     return applied

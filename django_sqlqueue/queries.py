@@ -11,6 +11,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from . import sql
+from .batches import short_transaction
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
 from .inserting import insert_jobs
@@ -26,6 +27,9 @@ from .statuses import (
 
 #: Claim order: higher priority first, then the job due earliest, then the oldest.
 CLAIM_ORDER = ("-priority", "run_at", "id")
+#: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
+#: import outcomes (a test pins the two together).
+WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
 
 
 @dataclass
@@ -46,8 +50,9 @@ class QueueStats:
 class JobQuerySet(models.QuerySet):
     # ---- filters -------------------------------------------------------------------------
     def ready(self, now=None):
-        """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired."""
-        now = now or timezone.now()
+        """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired.
+        "Now" is the database's clock unless ``now`` is given."""
+        now = now or sql.DatabaseNow(in_filter=True)
         return self.filter(status__in=READY_STATUSES, run_at__lte=now).filter(
             Q(expires_at__isnull=True) | Q(expires_at__gt=now)
         )
@@ -63,10 +68,27 @@ class JobQuerySet(models.QuerySet):
 
     def lease_expired(self, now=None):
         """Running jobs whose worker stopped renewing the lease (or that never had one: a row
-        written as 'running' by hand)."""
+        written as 'running' by hand). "Now" is the database's clock unless ``now`` is given."""
         return self.running().filter(
-            Q(lease_expires_at__lt=now or timezone.now()) | Q(lease_expires_at__isnull=True)
+            Q(lease_expires_at__lt=now or sql.DatabaseNow(in_filter=True))
+            | Q(lease_expires_at__isnull=True)
         )
+
+    def prunable(self, now=None, *, keep_succeeded=None, keep_failed=None):
+        """Finished jobs past their retention: ``succeeded`` ones that finished more than
+        ``keep_succeeded`` seconds ago, ``exhausted``, ``cancelled`` and ``expired`` ones more than
+        ``keep_failed`` seconds ago (None keeps them). "Now" is the database's clock unless
+        ``now`` is given."""
+        rules = Q()
+        for statuses, keep in (
+            ([JobStatus.SUCCEEDED], keep_succeeded),
+            ([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed),
+        ):
+            if keep is not None:
+                cutoff = (sql.DatabaseNow(-float(keep), in_filter=True) if now is None
+                          else now - dt.timedelta(seconds=keep))
+                rules |= Q(status__in=statuses, finished_at__lt=cutoff)
+        return self.filter(rules) if rules else self.none()
 
     def in_queues(self, queues):
         """Jobs of the given queue names; ``None`` means every queue."""
@@ -166,19 +188,26 @@ class JobQuerySet(models.QuerySet):
             queues = list(dict.fromkeys(queues))
         if limit < 1 or queues == []:
             return []
-        now = now or timezone.now()
         lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
         if hasattr(lease_seconds, "total_seconds"):
             lease_seconds = lease_seconds.total_seconds()
         alias = self._write_alias()
         connection = connections[alias]
+        # Without ``now``, claim times and leases come from the database's clock when the row is
+        # taken: not from this host's clock, read before a lock wait (sql.claim_jobs).
+        at = {} if now is None else {"claimed_at": now,
+                                     "lease_expires_at": now + dt.timedelta(seconds=lease_seconds)}
         set_values = {
             "status": JobStatus.RUNNING,
             "claimed_by": worker_id[:255],
-            "claimed_at": now,
-            "lease_expires_at": now + dt.timedelta(seconds=lease_seconds),
             "claim_token": uuid.uuid4(),
+            **at,
         }
+        assignments = tuple((name, sql.PARAM) for name in set_values)
+        clock_params = []
+        if now is None:
+            assignments += (("claimed_at", sql.NOW), ("lease_expires_at", sql.NOW_PLUS))
+            clock_params = [float(lease_seconds)]
         if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
             picked = (
                 self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
@@ -186,20 +215,21 @@ class JobQuerySet(models.QuerySet):
             )
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
         else:
-            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues))
-            db_now = self.model._meta.get_field("run_at").get_db_prep_value(now, connection)
-            picked_params = (db_now, db_now, *(queues or ()), limit)
-        set_fields = tuple(set_values)
+            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues),
+                                        now is None)
+            db_now = () if now is None else (
+                self.model._meta.get_field("run_at").get_db_prep_value(now, connection),) * 2
+            picked_params = (*db_now, *(queues or ()), limit)
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
-        returned = _returned_fields(self.model, set_fields)
-        statement = _claim_sql(self.model, alias, set_fields, returned, picked_sql)
+        returned = _returned_fields(self.model, tuple(set_values))
+        statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
             for name, value in set_values.items()
         ]
         with connection.cursor() as cursor:
-            cursor.execute(statement, (*params, *picked_params))
+            cursor.execute(statement, (*params, *clock_params, *picked_params))
             rows = cursor.fetchall()
         set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
         jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
@@ -246,58 +276,103 @@ class JobQuerySet(models.QuerySet):
         now = now or timezone.now()
         return self.filter(status__in=READY_STATUSES, run_at__gt=now).update(run_at=now)
 
-    def expire(self, now=None) -> int:
-        """Mark ready jobs past their expires_at as expired, so they never run."""
-        now = now or timezone.now()
-        return self.filter(status__in=READY_STATUSES, expires_at__lte=now).update(
-            status=JobStatus.EXPIRED, finished_at=now
-        )
+    def expire(self, now=None, *, limit=None) -> int:
+        """Mark ready jobs past their expires_at as expired, so they never run; returns how many.
+        With ``limit``, at most that many (one batch of the expirer). "Now" is the database's
+        clock unless ``now`` is given."""
+        at = now or sql.DatabaseNow(in_filter=True)
+        due = self.filter(status__in=READY_STATUSES, expires_at__lte=at)
+        if limit is not None:
+            picked = due.order_by().values("pk")[:limit]
+            due = self.model.objects.using(self._write_alias()).filter(
+                pk__in=picked, status__in=READY_STATUSES, expires_at__lte=at
+            )
+        return due.update(status=JobStatus.EXPIRED, finished_at=now or sql.DatabaseNow())
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
         """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
         if not job_ids:
             return 0
-        now = now or timezone.now()
         seconds = get_settings().LEASE_SECONDS if lease is None else lease
+        # By the database's clock, like the claim's lease, unless ``now`` is given.
+        expires_at = (sql.DatabaseNow(seconds) if now is None
+                      else now + dt.timedelta(seconds=seconds))
         return self.running().filter(pk__in=list(job_ids), claimed_by=worker_id).update(
-            lease_expires_at=now + dt.timedelta(seconds=seconds)
+            lease_expires_at=expires_at
         )
 
     def rescue(self, now=None, *, reason="its lease expired", limit=500) -> int:
-        """Fail the running jobs of this queryset whose worker is gone (see outcomes.rescue)."""
-        from . import outcomes
+        """Fail the running jobs of this queryset as lost with their worker, up to ``limit``
+        (None: all), oldest lease first, in one UPDATE; returns how many.
 
-        now = now or timezone.now()
-        return sum(
-            outcomes.rescue(job, now=now, reason=reason)
-            for job in self.running().order_by("lease_expires_at")[:limit]
+        Each becomes ``failed``, due now, or ``exhausted`` on its last attempt, with a
+        ``WorkerLost`` entry in ``errors`` naming ``reason``. Fenced on the claim token and the
+        lease as read, so a job whose lease is renewed meanwhile is left alone; on PostgreSQL
+        rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
+        given. Takes every running job of the queryset, expired lease or not: narrow it first.
+        """
+        alias = self._write_alias()
+        connection = connections[alias]
+        picked = self.running().order_by("lease_expires_at", "pk").values(
+            "id", "claim_token", "lease_expires_at"  # the names sql.rescue_jobs reads
         )
+        if connection.features.has_select_for_update_skip_locked:
+            picked = picked.select_for_update(skip_locked=True)
+        if limit is not None:
+            picked = picked[:limit]
+        limit_chars = get_settings().MAX_TRACEBACK_CHARS
+        clock = [] if now is None else [connection.ops.adapt_datetimefield_value(now)]
+        # FOR UPDATE needs a transaction, even for one statement; inside a caller's, no savepoint.
+        with transaction.atomic(using=alias, savepoint=False):
+            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+            statement = sql.rescue_jobs(self.model, connection, picked_sql, db_clock=now is None)
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [*clock, *picked_params, WORKER_LOST_TYPE, reason,
+                                           limit_chars])
+                return len(cursor.fetchall())
 
     def prune(self, now=None, *, keep_succeeded=None, keep_failed=None, batch_size=1000) -> int:
-        """Delete finished jobs older than the retention (seconds; None keeps them)."""
-        now = now or timezone.now()
-        rules = []
-        if keep_succeeded is not None:
-            rules.append(([JobStatus.SUCCEEDED], keep_succeeded))
-        if keep_failed is not None:
-            rules.append(([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed))
-        return sum(
-            self.filter(status__in=statuses, finished_at__lt=now - dt.timedelta(seconds=keep))
-            .delete_in_batches(batch_size)
-            for statuses, keep in rules
-        )
+        """Delete finished jobs older than the retention (seconds; None keeps them), in batches
+        of ``batch_size``, each its own short transaction (see ``prunable``)."""
+        return self.prunable(
+            now, keep_succeeded=keep_succeeded, keep_failed=keep_failed
+        ).delete_in_batches(batch_size)
 
-    def delete_in_batches(self, batch_size=1000, *, progress=None) -> int:
-        """Delete this queryset's jobs ``batch_size`` at a time, so no statement holds locks on
-        many rows for long; ``progress(deleted_so_far)`` is called after each batch."""
-        deleted = 0
+    def delete_in_batches(self, batch_size=1000, *, progress=None, statement_timeout=None) -> int:
+        """Delete this queryset's jobs ``batch_size`` at a time, in id order, each batch its own
+        short transaction (a savepoint inside the caller's), so no statement holds locks on many
+        rows for long; ``progress(deleted_so_far)`` is called after each batch. On PostgreSQL
+        each batch's statements may take at most ``statement_timeout`` seconds (None: no limit).
+        Returns how many were deleted."""
+        deleted, after = 0, None
         while True:
-            ids = list(self.values_list("pk", flat=True)[:batch_size])
-            if not ids:
+            with short_transaction(self._write_alias(), statement_timeout):
+                ids = self.delete_batch(batch_size, after=after)
+            deleted += len(ids)
+            if ids:
+                after = max(ids)
+                if progress is not None:
+                    progress(deleted)
+            if len(ids) < batch_size:
                 return deleted
-            deleted += self.model.objects.using(self.db).filter(pk__in=ids).delete()[0]
-            if progress is not None:
-                progress(deleted)
+
+    def delete_batch(self, limit, *, after=None) -> list:
+        """Delete up to ``limit`` of this queryset's jobs, lowest ids first and only ids above
+        ``after`` if given, in one statement; returns the deleted ids.
+
+        Walking the ids (``after`` = the highest id deleted so far) keeps each batch's cost flat:
+        the rows deleted by earlier batches are behind the walk, not scanned again.
+        """
+        alias = self._write_alias()
+        connection = connections[alias]
+        picked = self.order_by("pk")
+        if after is not None:
+            picked = picked.filter(pk__gt=after)
+        picked = picked.values("pk")[:limit]
+        picked_sql, params = picked.query.get_compiler(using=alias).as_sql()
+        with connection.cursor() as cursor:
+            cursor.execute(sql.delete_jobs(self.model, connection, picked_sql), params)
+            return [row[0] for row in cursor.fetchall()]
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:
@@ -319,13 +394,13 @@ class JobQuerySet(models.QuerySet):
 # ---- helpers of claim -------------------------------------------------------------------------
 # The claim runs a few hundred times a second per worker; its SQL text is built once per shape.
 @functools.lru_cache(maxsize=64)
-def _ready_ids_sql(model, alias, queue_count):
-    return sql.ready_ids(model, connections[alias], queue_count=queue_count)
+def _ready_ids_sql(model, alias, queue_count, db_clock):
+    return sql.ready_ids(model, connections[alias], queue_count=queue_count, db_clock=db_clock)
 
 
 @functools.lru_cache(maxsize=256)
-def _claim_sql(model, alias, set_fields, returning, picked_sql):
-    return sql.claim_jobs(picked_sql, model, connections[alias], set_fields, returning)
+def _claim_sql(model, alias, assignments, returning, picked_sql):
+    return sql.claim_jobs(picked_sql, model, connections[alias], assignments, returning)
 
 
 @functools.lru_cache(maxsize=16)

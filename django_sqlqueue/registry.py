@@ -8,9 +8,10 @@ into this registry, never a dotted path to import. A row naming ``os.system`` th
 import functools
 import inspect
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
-from . import building
+from . import building, transactions
 from .building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .conf import QueueSettings, get_settings
 from .exceptions import UnknownTask
@@ -61,18 +62,14 @@ class Task:
 
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
-        from .transactions import enqueue_on_commit
-
-        return enqueue_on_commit(self, args, kwargs)
+        return transactions.enqueue_on_commit(self, args, kwargs)
 
 
 @functools.cache
 def _job_model():
-    """The Job model, imported on first use (models.py imports this module's users), then kept:
-    an import statement in a function costs a few microseconds on every call."""
-    from .models import Job
-
-    return Job
+    """The Job model, from the app registry (models.py sits above this module: importing it
+    here would make a cycle), looked up once: a lookup costs a few microseconds a call."""
+    return apps.get_model("django_sqlqueue", "Job")
 
 
 def check_option_names(options: dict, *, allowed: frozenset, where: str) -> None:

@@ -6,14 +6,65 @@ and the status constants of statuses.py are put into the SQL text.
 
 import json
 
-from .statuses import READY_STATUSES
+from django.db.models import DateTimeField, Func
+
+from .statuses import READY_STATUSES, JobStatus
+
+# ---- the database's clock ---------------------------------------------------------------------
+# Leases, heartbeats and claim times are read off the database's clock, never a host's: hosts'
+# clocks disagree, and a claim may wait for a lock after Python read the time (SQLite's write
+# lock), so a lease computed before the wait could already be over when the claim takes the row.
+
+def now_sql(connection, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
+    """SQL text for "now" by the database's clock, read when the statement gets to it (after
+    any lock it waited for), as the column type stores it; with ``plus_seconds``, plus a number
+    of seconds given as the next parameter. For text passed to ``cursor.execute`` with params
+    (a literal ``%`` doubled). ``in_filter``: for a WHERE condition, where PostgreSQL needs a
+    value that is stable within the statement to use an index."""
+    if connection.vendor == "postgresql":
+        # clock_timestamp(), not now(): now() is the start of the transaction. In a filter,
+        # statement_timestamp(): the start of this statement, one value for every row.
+        clock = "statement_timestamp()" if in_filter else "clock_timestamp()"
+        return f"({clock} + make_interval(secs => %s))" if plus_seconds else clock
+    # SQLite computes 'now' once per statement step, after taking its write lock. The text is
+    # exactly what Django writes for the same time ('YYYY-MM-DD HH:MM:SS.ffffff', and no fraction
+    # at all for a whole second), so that a value read back and compared for equality (a fence
+    # on the lease as read) matches it; strftime's %f gives milliseconds.
+    shift = ", printf('%%+.6f seconds', %s)" if plus_seconds else ""
+    if in_filter:
+        # The end of the current millisecond: a job enqueued a microsecond ago (its run_at
+        # written by Python to the microsecond) is due, as by PostgreSQL's clock.
+        return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) || '999')"
+    return (
+        "(SELECT CASE WHEN substr(t, -4) = '.000' THEN substr(t, 1, 19) ELSE t || '000' END "  # noqa: S608, E501 - no values: SQL text only
+        f"FROM (SELECT strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) AS t))"
+    )
 
 
-def ready_ids(model, connection, *, queue_count: int | None):
+class DatabaseNow(Func):
+    """``now_sql`` as an ORM expression: ``.update(lease_expires_at=DatabaseNow(30))``, or in a
+    filter, ``.filter(run_at__lte=DatabaseNow(in_filter=True))``."""
+
+    output_field = DateTimeField()
+
+    def __init__(self, plus_seconds: float | None = None, *, in_filter: bool = False):
+        super().__init__()
+        self.plus_seconds = plus_seconds
+        self.in_filter = in_filter
+
+    def as_sql(self, compiler, connection, **extra_context):
+        if self.plus_seconds is None:
+            return now_sql(connection, in_filter=self.in_filter), []
+        return (now_sql(connection, plus_seconds=True, in_filter=self.in_filter),
+                [float(self.plus_seconds)])
+
+
+def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = True):
     """SELECT the ids of ready jobs in claim order, up to a limit; returns the SQL text.
 
-    Parameters, in order: now, now, the queue names (``queue_count`` of them; ``None`` means
-    every queue, with no queue condition), the limit.
+    Parameters, in order: (without ``db_clock``: now, now,) the queue names (``queue_count`` of
+    them; ``None`` means every queue, with no queue condition), the limit. With ``db_clock``
+    "now" is the database's clock when the statement gets to the rows.
 
     This is ``Job.objects.ready(now).in_queues(...).order_by(*CLAIM_ORDER)[:limit]`` written out
     once, because compiling that queryset on every claim cost more than running it. The status
@@ -25,6 +76,7 @@ def ready_ids(model, connection, *, queue_count: int | None):
     col = {name: quote(model._meta.get_field(name).column) for name in
            ("id", "status", "run_at", "expires_at", "queue", "priority")}
     statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
+    now = now_sql(connection, in_filter=True) if db_clock else "%s"
     queue = ""
     if queue_count == 1:
         queue = f" AND {col['queue']} = %s"
@@ -34,79 +86,223 @@ def ready_ids(model, connection, *, queue_count: int | None):
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
     return (
         f"SELECT {col['id']} FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
-        f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
-        f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s){queue} "
+        f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= {now} "
+        f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > {now}){queue} "
         f"ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s{lock}"
     )
 
 
-def claim_jobs(picked_ids_sql: str, model, connection, set_fields, returning):
-    """UPDATE the picked rows to ``set_fields`` (parameters, in that order, before those of
-    ``picked_ids_sql``) and return the columns of ``returning`` (field names); returns the SQL
-    text.
+#: How ``claim_jobs`` sets a column: from a parameter, to the database's "now", or to "now"
+#: plus the seconds of a parameter.
+PARAM, NOW, NOW_PLUS = "param", "now", "now plus"
+
+
+def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
+    """UPDATE the picked rows and return the columns of ``returning`` (field names); returns the
+    SQL text. ``assignments`` are ``(field name, PARAM | NOW | NOW_PLUS)``: their parameters, in
+    that order, come before those of ``picked_ids_sql``.
 
     ``picked_ids_sql`` selects the ids to claim; on PostgreSQL it ends in ``FOR UPDATE SKIP
     LOCKED``, so concurrent claimers each lock different rows and never wait for each other. On
     SQLite the single UPDATE statement runs under the database's write lock, and its WHERE re-reads
     the rows as they are then, so two claimers can never update the same row either. One
     statement is atomic on its own: it needs no surrounding transaction (no BEGIN/COMMIT round
-    trips).
+    trips). NOW is read after the row is taken (after SQLite's write lock was granted), so a claim
+    never starts with a lease shortened by its wait.
 
     ``attempts`` is always incremented in SQL (not from a value read earlier).
     """
     quote = connection.ops.quote_name
-    assignments = [f"{quote(model._meta.get_field(name).column)} = %s" for name in set_fields]
+    values = {PARAM: "%s", NOW: now_sql(connection),
+              NOW_PLUS: now_sql(connection, plus_seconds=True)}
+    sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
+            for name, how in assignments]
     attempts = quote(model._meta.get_field("attempts").column)
-    assignments.append(f"{attempts} = {attempts} + 1")
+    sets.append(f"{attempts} = {attempts} + 1")
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
     return (
-        f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} "  # noqa: S608
+        f"UPDATE {quote(model._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
         f"WHERE {quote(model._meta.pk.column)} IN ({picked_ids_sql}) RETURNING {columns}"
     )
 
 
-def complete_many(model, connection, rows):
-    """Mark many running jobs succeeded in one statement; returns (sql, params).
+def record_outcomes(model, connection, rows):
+    """Write the outcomes of many running jobs in one statement, each fenced; (sql, params).
 
-    ``rows`` are ``(id, claim_token, result, finished_at)`` as Python values. The write is fenced
-    row by row (id, claim token, still running) like ``Job.complete()``; RETURNING lists the ids
-    it updated, so the caller knows which claims were still valid. On PostgreSQL the rows travel
-    as one JSON document that ``json_to_recordset`` turns into typed columns: one parameter, so
-    the statement text is the same for every batch size, and ``json.dumps`` builds it in C (the
-    driver's array adaptation of four lists cost more than the rest of the write). A JSON null
-    result is stored as SQL NULL, as the ORM stores ``result=None``.
+    ``rows`` are ``(id, claim_token, status, result, errors, run_at, finished_at, give_back)``
+    as Python values (outcomes.Transition): ``errors`` and ``run_at`` None leave the column as it
+    is; ``give_back`` raises max_attempts by one. Each row is written only while the job is still
+    running under that claim token, and RETURNING lists the ids written, so the caller knows which
+    claims were still valid. On PostgreSQL the rows travel as one JSON document that
+    ``json_to_recordset`` turns into typed columns: one parameter whatever the batch size, built
+    by ``json.dumps`` in C. A JSON null result is stored as SQL NULL, as the ORM stores None.
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    col = {name: quote(model._meta.get_field(name).column) for name in (
+        "id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
+        "lease_expires_at", "max_attempts")}
+    running = JobStatus.RUNNING.value
+    if connection.vendor == "postgresql":
+        document = json.dumps([
+            {"id": pk, "token": str(token), "status": status, "result": result,
+             "errors": errors, "run_at": run_at.isoformat() if run_at else None,
+             "finished_at": finished_at.isoformat() if finished_at else None,
+             "give_back": int(give_back)}
+            for pk, token, status, result, errors, run_at, finished_at, give_back in rows
+        ])
+        sql = (
+            f"UPDATE {table} AS job SET {col['status']} = v.status, "  # noqa: S608 - names only
+            f"{col['result']} = v.result, "
+            f"{col['errors']} = COALESCE(v.errors, job.{col['errors']}), "
+            f"{col['run_at']} = COALESCE(v.run_at, job.{col['run_at']}), "
+            f"{col['finished_at']} = v.finished_at, {col['lease_expires_at']} = NULL, "
+            f"{col['max_attempts']} = job.{col['max_attempts']} + v.give_back "
+            "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
+            "result jsonb, errors jsonb, run_at timestamptz, finished_at timestamptz, "
+            "give_back int) "
+            f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
+            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}"
+        )
+        return sql, [document]
+    # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column8.
+    fields = [model._meta.get_field(name) for name in (
+        "id", "claim_token", "status", "result", "errors", "run_at", "finished_at")]
+    params = []
+    for row in rows:
+        *values, give_back = row
+        params += [None if value is None else field.get_db_prep_save(value, connection)
+                   for field, value in zip(fields, values, strict=True)]
+        params.append(int(give_back))
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    sql = (
+        f"UPDATE {table} SET {col['status']} = v.column3, "  # noqa: S608 - names only
+        f"{col['result']} = v.column4, "
+        f"{col['errors']} = COALESCE(v.column5, {table}.{col['errors']}), "
+        f"{col['run_at']} = COALESCE(v.column6, {table}.{col['run_at']}), "
+        f"{col['finished_at']} = v.column7, {col['lease_expires_at']} = NULL, "
+        f"{col['max_attempts']} = {table}.{col['max_attempts']} + v.column8 "
+        f"FROM (VALUES {values}) AS v "
+        f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
+        f"AND {table}.{col['status']} = '{running}' RETURNING {table}.{col['id']}"
+    )
+    return sql, params
+
+
+# ---- maintenance: the leader lease, set-based rescue, batched deletes ------------------------
+# Used by worker/leader.py, worker/rescuer.py, worker/cleaner.py and the queryset methods behind
+# them (queries.py: rescue, delete_in_batches). Each statement is one short transaction's work.
+
+def elect_leader(model, worker_model, connection) -> str:
+    """Take or renew a leadership for a holder unless another holder's term is still running;
+    SQL text whose RETURNING gives the holder only when it now leads.
+
+    Parameters, in order: the leadership's name, the holder, the term in seconds. One upsert
+    (PostgreSQL 9.5+, SQLite 3.35+), by the database's clock: a vacant name is inserted; the
+    holder's own term is renewed; another holder's term is taken over once it has run out, or,
+    by a registered worker, at once when that holder has no worker row (a worker that exited
+    cleanly or was reaped, or a caller that is not a worker).
+    Two candidates at once: on PostgreSQL the second waits for the first's row and then finds a
+    running term; on SQLite the write lock orders them the same way. ``elected_at`` keeps the
+    start of the holder's reign.
     """
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     col = {name: quote(model._meta.get_field(name).column) for name in
-           ("id", "claim_token", "result", "finished_at", "status", "lease_expires_at")}
-    if connection.vendor == "postgresql":
-        document = json.dumps([
-            {"id": pk, "token": str(token), "result": result, "finished_at": finished.isoformat()}
-            for pk, token, result, finished in rows
-        ])
-        sql = (
-            f"UPDATE {table} AS job SET {col['status']} = 'succeeded', "  # noqa: S608 - names only
-            f"{col['result']} = v.result, {col['finished_at']} = v.finished_at, "
-            f"{col['lease_expires_at']} = NULL "
-            "FROM json_to_recordset(%s::json) "
-            "AS v (id bigint, token uuid, result jsonb, finished_at timestamptz) "
-            f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
-            f"AND job.{col['status']} = 'running' RETURNING job.{col['id']}"
-        )
-        return sql, [document]
-    # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column4.
-    fields = [model._meta.get_field(name) for name in ("id", "claim_token", "result",
-                                                          "finished_at")]
-    params = [field.get_db_prep_save(value, connection)
-              for row in rows for field, value in zip(fields, row, strict=True)]
-    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
-    sql = (
-        f"UPDATE {table} SET {col['status']} = 'succeeded', "  # noqa: S608 - names only
-        f"{col['result']} = v.column3, {col['finished_at']} = v.column4, "
-        f"{col['lease_expires_at']} = NULL "
-        f"FROM (VALUES {values}) AS v "
-        f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
-        f"AND {table}.{col['status']} = 'running' RETURNING {table}.{col['id']}"
+           ("name", "holder", "elected_at", "expires_at")}
+    workers = quote(worker_model._meta.db_table)
+    worker_name = quote(worker_model._meta.get_field("name").column)
+    now, later = now_sql(connection), now_sql(connection, plus_seconds=True)
+    return (
+        f"INSERT INTO {table} ({col['name']}, {col['holder']}, {col['elected_at']}, "  # noqa: S608
+        f"{col['expires_at']}) VALUES (%s, %s, {now}, {later}) "
+        f"ON CONFLICT ({col['name']}) DO UPDATE SET {col['holder']} = excluded.{col['holder']}, "
+        f"{col['elected_at']} = CASE WHEN {table}.{col['holder']} = excluded.{col['holder']} "
+        f"THEN {table}.{col['elected_at']} ELSE excluded.{col['elected_at']} END, "
+        f"{col['expires_at']} = excluded.{col['expires_at']} "
+        f"WHERE {table}.{col['holder']} = excluded.{col['holder']} "
+        f"OR {table}.{col['expires_at']} < excluded.{col['elected_at']} "
+        f"OR ({table}.{col['holder']} NOT IN (SELECT {worker_name} FROM {workers}) "
+        f"AND excluded.{col['holder']} IN (SELECT {worker_name} FROM {workers})) "
+        f"RETURNING {col['holder']}"
     )
-    return sql, params
+
+
+def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) -> str:
+    """Fail, in one UPDATE, the running jobs that ``picked_sql`` selects as lost with their
+    worker; SQL text whose RETURNING gives (id, new status) of each job rescued.
+
+    ``picked_sql`` selects columns named ``id, claim_token, lease_expires_at`` (on PostgreSQL
+    with ``FOR UPDATE SKIP LOCKED``). Parameters, in order: (without ``db_clock``: now,) those of
+    ``picked_sql``, the error type, the reason, the longest message kept. Each job becomes
+    ``failed`` and due now while attempts are left, else ``exhausted``, with the entry
+    ``outcomes.error_entry`` would append: ``{"attempt", "at", "type", "message", "traceback":
+    "", "worker"}``. Fenced on the claim token and the lease as read, so a heartbeat that
+    renewed the lease meanwhile wins (on PostgreSQL the picked rows are locked, on SQLite the
+    statement runs under the write lock).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    col = {name: quote(model._meta.get_field(name).column) for name in (
+        "id", "status", "attempts", "max_attempts", "run_at", "finished_at", "lease_expires_at",
+        "claim_token", "claimed_by", "errors")}
+    running, failed, exhausted = (JobStatus.RUNNING.value, JobStatus.FAILED.value,
+                                  JobStatus.EXHAUSTED.value)
+    message = (f"'worker ' || COALESCE(job.{col['claimed_by']}, '?') || ' was lost while "
+               f"running attempt ' || job.{col['attempts']} || ' (' || %s || '); the attempt "
+               "counts as failed.'")
+    if connection.vendor == "postgresql":
+        now = now_sql(connection) if db_clock else "%s::timestamptz"
+        at = "to_char(clock.now AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+        entry = (f"jsonb_build_object('attempt', job.{col['attempts']}, 'at', {at}, "
+                 f"'type', %s::text, 'message', left({message}, %s), 'traceback', '', "
+                 f"'worker', COALESCE(job.{col['claimed_by']}, ''))")
+        errors = f"COALESCE(job.{col['errors']}, '[]'::jsonb) || jsonb_build_array({entry})"
+        same = "IS NOT DISTINCT FROM"
+        returning = f"job.{col['id']}, job.{col['status']}"  # unqualified: also picked's
+    else:
+        now = now_sql(connection, in_filter=True) if db_clock else "%s"
+        at = "replace(clock.now, ' ', 'T') || '+00:00'"
+        entry = (f"json_object('attempt', job.{col['attempts']}, 'at', {at}, "
+                 f"'type', %s, 'message', substr({message}, 1, %s), 'traceback', '', "
+                 f"'worker', COALESCE(job.{col['claimed_by']}, ''))")
+        errors = f"json_insert(COALESCE(job.{col['errors']}, '[]'), '$[#]', {entry})"
+        same = "IS"
+        returning = f"{col['id']}, {col['status']}"  # SQLite's RETURNING takes no table alias
+    left_over = f"job.{col['attempts']} < job.{col['max_attempts']}"
+    # picked is a materialised CTE: as a subquery joined in FROM, PostgreSQL may run it more
+    # than once, and with SKIP LOCKED each run picks other rows (a LIMIT of 2 rescued 4).
+    return (
+        f"WITH clock AS (SELECT {now} AS now), "  # noqa: S608 - names and status constants only
+        f"picked AS MATERIALIZED ({picked_sql}) "
+        f"UPDATE {table} AS job SET "
+        f"{col['status']} = CASE WHEN {left_over} THEN '{failed}' ELSE '{exhausted}' END, "
+        f"{col['run_at']} = CASE WHEN {left_over} THEN clock.now "
+        f"ELSE job.{col['run_at']} END, "
+        f"{col['finished_at']} = CASE WHEN {left_over} THEN job.{col['finished_at']} "
+        f"ELSE clock.now END, "
+        f"{col['lease_expires_at']} = NULL, {col['errors']} = {errors} "
+        f"FROM clock, picked "
+        f"WHERE job.{col['id']} = picked.{col['id']} AND job.{col['status']} = '{running}' "
+        f"AND job.{col['claim_token']} {same} picked.{col['claim_token']} "
+        f"AND job.{col['lease_expires_at']} {same} picked.{col['lease_expires_at']} "
+        f"RETURNING {returning}"
+    )
+
+
+def delete_jobs(model, connection, picked_ids_sql: str) -> str:
+    """DELETE the jobs whose ids ``picked_ids_sql`` selects, in one statement; SQL text whose
+    RETURNING gives their ids. Parameters: those of ``picked_ids_sql``."""
+    quote = connection.ops.quote_name
+    pk = quote(model._meta.pk.column)
+    return (f"DELETE FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
+            f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {pk}")
+
+
+def statement_timeout(connection) -> str | None:
+    """SQL text that limits each later statement of the current transaction to the number of
+    milliseconds of its parameter (PostgreSQL's ``SET LOCAL statement_timeout``, which takes no
+    parameter, as a function); None where the database has no such limit (SQLite)."""
+    if connection.vendor == "postgresql":
+        return "SELECT set_config('statement_timeout', %s, true)"
+    return None

@@ -6,6 +6,7 @@ When the jobs table is in the same database as your data, plain ``enqueue()`` in
 transaction on ``using`` to commit, then inserts the job; on rollback the job is dropped.
 """
 
+from django.apps import apps
 from django.db import transaction
 
 
@@ -17,8 +18,7 @@ def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
     Returns the unsaved job at once; its ``pk`` is set once it has been inserted. Outside a
     transaction the job is inserted immediately.
     """
-    from .models import Job
-
-    job = Job.objects.prepare(task, args, kwargs, **options)
-    transaction.on_commit(lambda: Job.objects.enqueue_prepared(job), using=using)
+    jobs = apps.get_model("django_sqlqueue", "Job").objects  # models.py sits above this module
+    job = jobs.prepare(task, args, kwargs, **options)
+    transaction.on_commit(lambda: jobs.enqueue_prepared(job), using=using)
     return job

@@ -1,12 +1,17 @@
 """Every LEASE_SECONDS / 3: renew the leases of held jobs, touch the worker's row, and fail the
-jobs that ran past their timeout."""
+jobs that ran past their timeout.
+
+Leases and the worker's heartbeat are written by the database's clock (``sql.DatabaseNow``), as
+the claim writes them and maintenance reads them, so hosts whose clocks disagree cannot cut a
+lease short. Timeouts are measured on this process's monotonic clock (``clock``, injectable).
+"""
 
 import logging
 import time
 
-from django.utils import timezone
-
 from ..models import Job, Worker
+from ..runner import Outcome, OutcomeKind
+from ..sql import DatabaseNow
 
 logger = logging.getLogger(__name__)
 
@@ -17,44 +22,40 @@ class JobTimeout(Exception):  # noqa: N818 - recorded as the error type of a tim
 
 class Heartbeat:
     def __init__(self, *, worker_id: str, alias: str, pool, lease_seconds: float, on_timeout,
-                 on_missing_row):
+                 on_missing_row, clock=time.monotonic):
         self.worker_id = worker_id
         self.alias = alias
         self.pool = pool
         self.lease_seconds = lease_seconds
         self.on_timeout = on_timeout  # called after a job timed out (process mode recycles)
         self.on_missing_row = on_missing_row
+        self.clock = clock  # the pool's deadlines are on this clock
 
-    def run_once(self, now=None) -> int:
+    def run_once(self) -> int:
         """One beat. Returns how many leases were renewed."""
-        now = now or timezone.now()
         held = self.pool.held()
-        self._fail_timed_out(held, now)
+        self._fail_timed_out(held)
+        # Jobs whose outcome waits for the writer keep their leases too: until it is written,
+        # the job is this worker's.
         renewing = [entry.job.pk for entry in held if not entry.timed_out]
         renewed = Job.objects.using(self.alias).extend_leases(
-            self.worker_id, renewing, lease=self.lease_seconds, now=now
+            self.worker_id, renewing, lease=self.lease_seconds
         )
         touched = Worker.objects.using(self.alias).filter(name=self.worker_id).update(
-            last_heartbeat_at=now, jobs_done=self.pool.jobs_done
+            last_heartbeat_at=DatabaseNow(), jobs_done=self.pool.jobs_done
         )
         if not touched:
             self.on_missing_row()  # reaped while we were unreachable: register again
         return renewed
 
-    def _fail_timed_out(self, held, now):
-        clock = time.monotonic()
+    def _fail_timed_out(self, held):
+        now = self.clock()
         for entry in held:
-            if entry.timed_out or entry.deadline is None or clock < entry.deadline:
+            if entry.timed_out or entry.ran or entry.deadline is None or now < entry.deadline:
                 continue
             seconds = entry.deadline - entry.started_at
-            applied = entry.job.fail(
-                JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s"),
-                now=now,
-            )
-            entry.timed_out = True  # only once written: a database error retries the beat
-            logger.warning(
-                "job timed out task=%s id=%s attempt=%s outcome=%s timeout_s=%g",
-                entry.job.task_name, entry.job.pk, entry.job.attempts,
-                entry.job.status if applied else "lost", seconds,
-            )
+            error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
+            logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
+                           entry.job.task_name, entry.job.pk, entry.job.attempts, seconds)
+            self.pool.time_out(entry, Outcome(OutcomeKind.FAILED, error=error))
             self.on_timeout(entry.job)

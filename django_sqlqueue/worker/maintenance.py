@@ -1,102 +1,119 @@
-"""The cleaner: expire jobs past their max age, rescue jobs whose worker is gone, reap dead
-workers' rows, and prune old finished jobs.
+"""Maintenance: the housekeeping every worker takes part in, one duty per module.
 
-Every step is a fenced or idempotent update, so running it twice at once is safe (SQLite, MySQL).
-On PostgreSQL one worker at a time does it, under a transaction-level advisory lock.
+    leader.py   which worker runs the cluster-wide steps: a lease row in the database
+    expirer.py  queued and failed jobs past their expires_at become expired
+    reaper.py   dead workers' rows are deleted and their running jobs rescued at once
+    rescuer.py  running jobs whose lease ran out are failed as lost (WorkerLost)
+    cleaner.py  finished jobs past their retention are deleted
+
+Every MAINTENANCE_INTERVAL_SECONDS each worker process calls ``Maintenance.run_once()``. It asks
+for the leader's term; every worker then reaps the dead workers of its own process table (a pid
+check, which only it can make); the leader alone also expires, reaps silent workers, rescues
+and prunes. Each step works in batches, each batch one short transaction with, on PostgreSQL, a
+statement timeout; no pass is ever one big transaction. Every step is fenced or idempotent, so
+steps that overlap (a former leader still finishing a batch) are safe on every database.
 """
 
-import datetime as dt
 import logging
-import os
-import socket
+import time
+from dataclasses import asdict, dataclass
 
-from django.db import connections, transaction
-from django.utils import timezone
+from django.db import DatabaseError, connections
 
-from ..models import Job, Worker
+from ..conf import get_settings
+from .cleaner import Cleaner, CleanerConfig
+from .expirer import Expirer, ExpirerConfig
+from .leader import Leader, LeaderConfig, default_holder
+from .reaper import Reaper, ReaperConfig
+from .rescuer import Rescuer, RescuerConfig
 
 logger = logging.getLogger(__name__)
-ADVISORY_LOCK_KEY = 0x53514C51_4D41494E  # "SQLQ" "MAIN": an arbitrary constant, ours alone
 
 
-#: Pruning reads the finished rows without an index (one would cost a write per job), so it runs
-#: at most this often rather than at every pass.
-PRUNE_EVERY_SECONDS = 600
+@dataclass(frozen=True)
+class MaintenanceResult:
+    leading: bool = False  # this process held the leader's term during the pass
+    expired: int = 0
+    reaped: int = 0
+    rescued: int = 0  # by the rescuer, and by the reaper for the dead workers' jobs
+    pruned: int = 0
+    failed_steps: tuple = ()  # names of the steps that failed this pass (logged; tried again)
+
+    def counts(self) -> dict:
+        return {key: value for key, value in asdict(self).items()
+                if key in ("expired", "reaped", "rescued", "pruned")}
 
 
 class Maintenance:
     def __init__(self, *, alias: str, lease_seconds: float, keep_succeeded, keep_failed,
-                 host=None):
+                 worker_id: str | None = None, settings=None, table=None,
+                 clock=time.monotonic):
+        """The steps of one process, configured from ``settings`` (default: SQLQUEUE).
+        ``worker_id`` is the name this process leads under (runworker: its worker name);
+        ``table`` its process table (default: identity.current())."""
+        settings = settings or get_settings()
+        batch = settings.MAINTENANCE_BATCH_SIZE
+        timeout = settings.MAINTENANCE_STATEMENT_TIMEOUT_SECONDS
         self.alias = alias
-        self.lease_seconds = lease_seconds
-        self.keep_succeeded = keep_succeeded
-        self.keep_failed = keep_failed
-        self.host = host or socket.gethostname()
-        self.pruned_at = None  # when this process last pruned
-
-    def run_once(self, now=None) -> dict:
-        """One pass. Returns counts, or {} when another worker holds the lock (PostgreSQL)."""
-        now = now or timezone.now()
-        with transaction.atomic(using=self.alias):
-            if not self._lock():
-                return {}
-            counts = {
-                "expired": Job.objects.using(self.alias).expire(now),
-                "reaped": self.reap_dead_workers(now),
-                "rescued": Job.objects.using(self.alias).lease_expired(now).rescue(now),
-                "pruned": self._prune(now),
-            }
-        if any(counts.values()):
-            logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in counts.items()))
-        return counts
-
-    def _prune(self, now) -> int:
-        if self.pruned_at is not None and (now - self.pruned_at).total_seconds() < (
-            PRUNE_EVERY_SECONDS
-        ):
-            return 0
-        self.pruned_at = now
-        return Job.objects.using(self.alias).prune(
-            now, keep_succeeded=self.keep_succeeded, keep_failed=self.keep_failed
+        self.leader = Leader(
+            LeaderConfig(holder=worker_id or default_holder(),
+                         term_seconds=3 * settings.MAINTENANCE_INTERVAL_SECONDS),
+            alias=alias, clock=clock,
+        )
+        self.expirer = Expirer(ExpirerConfig(batch, timeout), alias=alias)
+        self.reaper = Reaper(
+            ReaperConfig(lease_seconds=lease_seconds, statement_timeout_seconds=timeout),
+            alias=alias, table=table,
+        )
+        self.rescuer = Rescuer(RescuerConfig(batch, timeout), alias=alias)
+        self.cleaner = Cleaner(
+            CleanerConfig(keep_succeeded_seconds=keep_succeeded, keep_failed_seconds=keep_failed,
+                          batch_size=batch, statement_timeout_seconds=timeout,
+                          interval_seconds=settings.PRUNE_INTERVAL_SECONDS),
+            alias=alias, clock=clock,
         )
 
-    def _lock(self) -> bool:
-        connection = connections[self.alias]
-        if connection.vendor != "postgresql":
-            return True
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
-            return cursor.fetchone()[0]
+    def run_once(self, now=None) -> MaintenanceResult:
+        """One pass. ``now`` replaces the database's clock in every step but the leader's term
+        (tests drive time with it)."""
+        failed = []
+        leading = self.leader.run_once().leading
+        keep = self.leader.keep
+        counts = dict.fromkeys(("expired", "reaped", "rescued", "pruned"), 0)
+        if leading:
+            result = self._step("expire", failed, lambda: self.expirer.run_once(now,
+                                                                              keep_going=keep))
+            counts["expired"] = result.expired if result else 0
+        result = self._step("reap", failed, lambda: self.reaper.run_once(now, silent=leading))
+        if result:
+            counts["reaped"], counts["rescued"] = len(result.reaped), result.rescued
+        if leading and self.leader.keep():
+            result = self._step("rescue", failed, lambda: self.rescuer.run_once(
+                now, keep_going=keep))
+            counts["rescued"] += result.rescued if result else 0
+        if leading and self.cleaner.is_due() and self.leader.keep():
+            result = self._step("prune", failed, lambda: self.cleaner.run_once(now,
+                                                                              keep_going=keep))
+            counts["pruned"] = result.deleted if result else 0
+        if any(counts.values()):
+            logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in counts.items()))
+        return MaintenanceResult(leading=leading, failed_steps=tuple(failed), **counts)
 
-    def reap_dead_workers(self, now) -> int:
-        """Delete the rows of workers known to be dead and rescue their running jobs at once.
+    def resign(self) -> bool:
+        """Hand the leader's term on at once (for a clean exit)."""
+        return self.leader.resign()
 
-        Dead: no heartbeat for two leases, or (on this host) a pid that no longer exists.
-        """
-        stale_before = now - dt.timedelta(seconds=2 * self.lease_seconds)
-        reaped = 0
-        for worker in Worker.objects.using(self.alias).all():
-            if worker.last_heartbeat_at < stale_before:
-                reason = "it stopped sending heartbeats"
-            elif worker.host == self.host and not _pid_alive(worker.pid):
-                reason = f"its process {worker.pid} no longer exists"
-            else:
-                continue
-            rescued = Job.objects.using(self.alias).filter(claimed_by=worker.name).rescue(
-                now, reason=f"worker {worker.name} is dead: {reason}"
-            )
-            worker.delete()
-            reaped += 1
-            logger.warning("reaped dead worker=%s reason=%r rescued=%s", worker.name, reason,
-                           rescued)
-        return reaped
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+    def _step(self, name, failed, run):
+        """Run one step; a database error that leaves the connection usable (a statement
+        timeout, a deadlock) fails that step alone, to be tried again at the next pass. An
+        unusable connection (an outage) propagates, for the caller's retry with backoff."""
+        try:
+            return run()
+        except DatabaseError as exc:
+            if not connections[self.alias].is_usable():
+                raise
+            failed.append(name)
+            text = str(exc).strip()
+            logger.warning("maintenance step=%s failed (%s); the next pass tries again", name,
+                           text.splitlines()[0] if text else type(exc).__name__)
+            return None

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from ..execution import Outcome, apply_outcome, call_task, report
-from .resilience import TRANSIENT, call_with_retry, tidy_connections
+from .. import runner
+from ..execution import report
+from .outcome_writer import OutcomeWriter
+from .resilience import tidy_connections
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -28,6 +30,8 @@ SHORT_JOB_SECONDS = 0.05
 CLAIM_AHEAD_PER_THREAD = 8
 #: A job claimed ahead that has not started after this long is released (see the docstring).
 CLAIMED_AHEAD_MAX_WAIT = 1.0
+#: Outcomes waiting for the writer, at most, before the fetcher stops claiming: a few batches.
+MAX_UNWRITTEN = 2000
 
 
 class PoolStartError(RuntimeError):
@@ -40,19 +44,25 @@ class HeldJob:
     claimed_at: float  # time.monotonic()
     started_at: float | None = None  # None while waiting for a thread
     deadline: float | None = None  # time.monotonic() past which the job has timed out
-    timed_out: bool = False
+    timed_out: bool = False  # the heartbeat failed it; its thread may still be running
+    ran: bool = False  # its thread is done with it
+    written: bool = False  # its outcome is written (or the writer gave up)
+    awaits_writer: bool = False  # counted in Pool._unwritten
 
 
 class Pool:
-    def __init__(self, size: int, *, alias: str, default_timeout, outcome_deadline: float,
-                 on_slot_free, completer=None, on_result=None):
+    def __init__(self, size: int, *, alias: str, default_timeout, on_slot_free, writer=None,
+                 on_result=None, max_backlog: int = MAX_UNWRITTEN):
         self.size = size
         self.alias = alias
         self.default_timeout = default_timeout
-        self.outcome_deadline = outcome_deadline  # seconds to keep retrying an outcome write
         self.on_slot_free = on_slot_free
-        self.completer = completer  # writes successes in batches; None: each job writes its own
+        # Writes every outcome; a job stays held until its outcome is written (outcome_written).
+        self.writer = writer or OutcomeWriter(alias=alias, on_written=self.outcome_written,
+                                              batched=False)
         self.on_result = on_result or (lambda result: None)  # each written job's RunResult
+        self.max_backlog = max_backlog  # ran, outcome unwritten: past this, claim nothing
+        self._unwritten = 0  # held jobs whose thread is done but whose outcome is not written
         self.jobs_done = 0  # attempts run (a retried job counts once per attempt)
         self.mean_duration = None  # moving average of recent jobs' run time, seconds
         # SimpleQueue: put/get in C, without queue.Queue's conditions; one hand-off per job.
@@ -69,7 +79,9 @@ class Pool:
             try:
                 thread.start()
             except RuntimeError as exc:  # "can't start new thread": a system or container limit
-                self.stop()  # the threads already started end at once: nothing was submitted
+                # The threads already started wait on an empty inbox; the process exits with
+                # this error, daemon threads and all. (Stopping them would make each exit, and a
+                # thread's exit may need memory the system just refused.)
                 raise PoolStartError(
                     f"could only start {started} of {self.size} job threads ({exc}): lower "
                     "--concurrency, or raise the limits on processes and memory (ulimit -u and "
@@ -83,18 +95,30 @@ class Pool:
         return CLAIM_AHEAD_PER_THREAD * self.size if short else self.size
 
     def free_slots(self) -> int:
+        """Jobs the fetcher may claim now. A job whose outcome waits for the writer takes no
+        slot (its thread is free) until ``max_backlog`` of them wait: then none is free, and
+        while the database refuses writes the worker claims nothing more."""
         capacity = self.capacity()
         with self._lock:
-            return capacity - len(self._held)
+            if self._unwritten >= self.max_backlog:
+                return 0
+            return capacity - (len(self._held) - self._unwritten)
+
+    def unwritten(self) -> int:
+        """Outcomes waiting for the writer (their jobs still held, their leases renewed)."""
+        with self._lock:
+            return self._unwritten
 
     def held(self) -> list:
         with self._lock:
             return list(self._held.values())
 
     def busy(self) -> list:
-        """Held jobs still worth waiting for (a timed-out job is already failed)."""
+        """Held jobs still worth waiting for at shutdown: running, or their outcome unwritten
+        (a timed-out job's outcome is the timeout's)."""
         with self._lock:
-            return [entry for entry in self._held.values() if not entry.timed_out]
+            return [entry for entry in self._held.values()
+                    if not entry.timed_out or not entry.written]
 
     def is_idle(self) -> bool:
         with self._lock:
@@ -131,6 +155,34 @@ class Pool:
             taken.append(job)
         return taken
 
+    def time_out(self, entry: "HeldJob", outcome) -> None:
+        """Fail a job past its deadline (the heartbeat's call): its outcome is written now, and
+        the late one of its thread, if the thread ever returns, is dropped."""
+        with self._lock:
+            if entry.timed_out or entry.ran:  # its own outcome is already on its way
+                return
+            entry.timed_out = True
+        self.writer.submit(entry.job, outcome)
+
+    def outcome_written(self, job, outcome, applied: bool) -> None:
+        """The writer's callback: the job is no longer held once its thread is done too."""
+        with self._lock:
+            entry = self._held.get(job.pk)
+            released = entry is not None and entry.ran
+            if entry is not None:
+                entry.written = True
+                if released:
+                    self._forget(entry)
+        self.on_result(report(job, outcome, applied))
+        if released:
+            self.on_slot_free()
+
+    def _forget(self, entry) -> None:
+        """No longer held (under the lock)."""
+        del self._held[entry.job.pk]
+        if entry.awaits_writer:
+            self._unwritten -= 1
+
     def stop(self, *, wait: float | None = None):
         """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
         to wait for them."""
@@ -147,56 +199,48 @@ class Pool:
             if job is None:
                 connections.close_all()  # this thread's own connections
                 return
-            ran = False
             try:
-                ran = self._run(job)
+                self._run(job)
             except Exception:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
-            finally:
                 with self._lock:
-                    self._held.pop(job.pk, None)
-                    self.jobs_done += bool(ran)
+                    entry = self._held.get(job.pk)
+                    if entry is not None:
+                        self._forget(entry)
                 self.on_slot_free()
 
     def _run(self, job):
         with self._lock:
             entry = self._held.get(job.pk)
             if entry is None:  # withdrawn before it started (shutdown, waited too long)
-                return False
+                return
             entry.started_at = time.monotonic()
             timeout = job.timeout_seconds or self.default_timeout
             entry.deadline = entry.started_at + timeout if timeout else None
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
-        try:
-            outcome = call_task(job)
-        except BaseException as exc:  # SystemExit in a job thread: a failed job, not a dead thread
-            outcome = Outcome("failed", error=exc)
+        outcome = runner.run(job)
         self._record_duration(outcome.duration_seconds)
+        with self._lock:
+            self.jobs_done += 1
+            entry.ran = True
+            done = entry.written  # timed out, and the timeout already written
+            if done:
+                self._forget(entry)
+            elif not entry.timed_out:
+                entry.awaits_writer = True
+                self._unwritten += 1
         if entry.timed_out:
-            # The heartbeat already failed this attempt; the late outcome is fenced out anyway.
+            # The heartbeat failed this attempt; this late outcome is dropped (fenced anyway).
             logger.warning(
                 "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
                 job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
             )
-            return True
-        if outcome.kind == "succeeded" and self.completer is not None:
-            self.completer.add(job, outcome)  # written (and logged) with the next batch
-            return True
-        try:
-            applied = call_with_retry(
-                lambda: apply_outcome(job, outcome),
-                alias=self.alias,
-                what=f"recording the outcome of job {job.pk}",
-                deadline=time.monotonic() + self.outcome_deadline,
-            )
-        except TRANSIENT:
-            logger.error(
-                "gave up recording the outcome of job id=%s; its lease will run it again", job.pk
-            )
-            return True
-        self.on_result(report(job, outcome, applied))
+            if done:
+                self.on_slot_free()
+            return
+        self.on_slot_free()  # the thread is free: the fetcher may claim for it
+        self.writer.submit(job, outcome)  # held (and its lease renewed) until written
         tidy_connections()
-        return True
 
     def _record_duration(self, seconds: float) -> None:
         previous = self.mean_duration

@@ -18,10 +18,12 @@ from django.utils import timezone
 
 from .. import __version__
 from ..models import Job, Worker
-from .completer import Completer
+from ..sql import DatabaseNow
+from . import identity
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .maintenance import Maintenance
+from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection
 from .wakeup import Wakeup
@@ -37,23 +39,27 @@ class WorkerProcess:
         self.alias = config.database or router.db_for_write(Job)
         self.worker_id = config.worker_id()
         self.stopping = threading.Event()  # stop claiming
+        self.signalled = False  # stopping because of SIGTERM/SIGINT: never recycle then
         self.finished = threading.Event()  # every held job is done or released: stop beating
         self.recycle_reason = None  # set once the process should exit and be replaced
         self.draining = None  # why it stopped claiming before a recycle
         self.parent_pid = os.getppid()
         self.claimed_total = 0
         self.claimed_full_batch = False  # the last claim got all it asked for: claim again
+        self._last_progress = time.monotonic()  # --burst prints progress every 2 s
         self.wakeup = Wakeup(
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
             use_notify=config.notify,
         )
         self.outcomes = OutcomeTally()
-        self.completer = Completer(alias=self.alias, outcome_deadline=10 * config.lease_seconds,
-                                   on_result=self.outcomes.add)
+        self.writer = OutcomeWriter(
+            alias=self.alias, outcome_deadline=10 * config.lease_seconds,
+            on_written=lambda job, outcome, applied: self.pool.outcome_written(
+                job, outcome, applied),
+        )
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
-            outcome_deadline=10 * config.lease_seconds, on_slot_free=self.wakeup.poke,
-            completer=self.completer, on_result=self.outcomes.add,
+            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self.outcomes.add,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
@@ -63,7 +69,7 @@ class WorkerProcess:
         self.maintenance = Maintenance(
             alias=self.alias, lease_seconds=config.lease_seconds,
             keep_succeeded=config.keep_succeeded, keep_failed=config.keep_failed,
-            host=config.host,
+            worker_id=self.worker_id,
         )
 
     # ---- life cycle --------------------------------------------------------------------
@@ -76,7 +82,7 @@ class WorkerProcess:
                         stop=self.stopping.is_set)
         self._print_banner()
         self.wakeup.start()
-        self.completer.start()
+        self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished)
@@ -86,17 +92,22 @@ class WorkerProcess:
             self._fetch_loop()
         finally:
             self._shut_down()
-        if self.recycle_reason:
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        """75 to be replaced by a fresh process, 0 otherwise. A signal wins over a recycle
+        decided just before it: a worker asked to stop must not start again."""
+        if self.recycle_reason and not self.signalled:
             self._say(f"recycling: {self.recycle_reason}")
             return RECYCLE_EXIT_CODE
         return 0
 
     def _fetch_loop(self):
         backoff = Backoff()
-        last_progress = time.monotonic()
-        while not self.stopping.is_set() and not self.recycle_reason:
+        while True:
             try:
-                claimed = self._claim()
+                if not self.step():
+                    return
                 backoff.reset()
             except TRANSIENT as exc:
                 drop_connection(self.alias)
@@ -106,24 +117,35 @@ class WorkerProcess:
                                delay)
                 self.stopping.wait(delay)
                 continue
-            self._check_recycle()
-            if self.config.supervised and os.getppid() != self.parent_pid:
-                self._say("the supervisor is gone: stopping")
-                return
-            if self.config.burst:
-                if time.monotonic() - last_progress >= 2:
-                    self._print_progress()
-                    last_progress = time.monotonic()
-                if not claimed and self.pool.is_idle() and not self._due_soon():
-                    self._print_progress()
-                    self._say("burst: nothing left to do, exiting")
-                    return
             if self.claimed_full_batch and self.pool.free_slots() > 0:
                 continue  # there may be more ready jobs
             # A claim that found fewer jobs than it asked for emptied the queue (for now): wait
             # for a NOTIFY, a freed slot or the poll, instead of a claim that finds nothing while
             # the jobs just claimed start.
             self.wakeup.wait()
+
+    def step(self, clock=time.monotonic) -> bool:
+        """One turn of the fetcher: claim into the free slots, then decide whether to go on.
+        False once the process should stop (a signal, a recycle, --burst done, no supervisor).
+        Tests call it directly."""
+        if self.stopping.is_set() or self.recycle_reason:
+            return False
+        claimed = self._claim()
+        self._check_recycle()
+        if self.recycle_reason:
+            return False
+        if self.config.supervised and os.getppid() != self.parent_pid:
+            self._say("the supervisor is gone: stopping")
+            return False
+        if self.config.burst:
+            if clock() - self._last_progress >= 2:
+                self._print_progress()
+                self._last_progress = clock()
+            if not claimed and self.pool.is_idle() and not self._due_soon():
+                self._print_progress()
+                self._say("burst: nothing left to do, exiting")
+                return False
+        return True
 
     def _claim(self) -> list:
         self.claimed_full_batch = False
@@ -193,7 +215,7 @@ class WorkerProcess:
             time.sleep(0.05)
         for entry in self.pool.busy():
             self._release(entry.job)
-        self.completer.stop()  # write the successes still waiting for their batch
+        self.writer.stop()  # write the outcomes still waiting for their batch
         self.finished.set()
         self.pool.stop()
         try:
@@ -217,11 +239,16 @@ class WorkerProcess:
 
     # ---- helpers -----------------------------------------------------------------------
     def _register(self):
-        now = timezone.now()
+        # By the database's clock, as heartbeats write and maintenance reads it; with what
+        # proves which process table the pid belongs to (worker/identity.py), and the lease
+        # the reaper judges this worker's silence by.
+        table = identity.current()
         Worker.objects.using(self.alias).create(
             name=self.worker_id, host=self.config.host, pid=os.getpid(),
             queues=self.config.queues or [], concurrency=self.config.concurrency,
-            started_at=now, last_heartbeat_at=now,
+            started_at=DatabaseNow(), last_heartbeat_at=DatabaseNow(),
+            boot_id=table.boot_id, pid_namespace=table.pid_namespace,
+            lease_seconds=self.config.lease_seconds,
         )
 
     def _every(self, seconds, step, name, *, until):
@@ -256,6 +283,7 @@ class WorkerProcess:
                 self._say("second signal: exiting now; leases will rescue running jobs")
                 os._exit(1)
             self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish")
+            self.signalled = True
             self.stopping.set()
             self.wakeup.poke()
 

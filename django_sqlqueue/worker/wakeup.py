@@ -45,11 +45,16 @@ class Wakeup:
     def poke(self):
         self.event.set()
 
-    def wait(self) -> bool:
-        """Sleep until woken or until the jittered poll interval passes. True if woken."""
-        woken = self.event.wait(self.poll_interval * random.uniform(0.8, 1.2))
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%).
+        True if woken."""
+        woken = self.event.wait(self.next_poll() if timeout is None else timeout)
         self.event.clear()
         return woken
+
+    def next_poll(self, rand=random.uniform) -> float:
+        """Seconds until the next poll: jittered so that many workers do not poll in step."""
+        return self.poll_interval * rand(0.8, 1.2)
 
     # ---- PostgreSQL LISTEN -----------------------------------------------------------------
     def _listen(self):
@@ -64,8 +69,7 @@ class Wakeup:
                     self.event.set()  # we may have missed notifications while away
                     while not self._stopping.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            if self._wanted(note.payload):
-                                self.event.set()
+                            self.notified(note.payload)
             except Exception as exc:
                 if self._stopping.is_set():
                     return
@@ -74,8 +78,13 @@ class Wakeup:
                                str(exc).strip() or type(exc).__name__, delay)
                 self._stopping.wait(delay)
 
-    def _wanted(self, payload: str) -> bool:
-        return self.queues is None or bool(self.queues.intersection(payload.split(",")))
+    def notified(self, payload: str) -> bool:
+        """One NOTIFY (its payload: queue names, comma-separated): wake the fetcher if it is
+        for a queue this worker serves. Returns whether it woke it."""
+        wanted = self.queues is None or bool(self.queues.intersection(payload.split(",")))
+        if wanted:
+            self.event.set()
+        return wanted
 
     def _connect_kwargs(self) -> dict:
         settings = connections[self.alias].settings_dict

@@ -203,10 +203,10 @@ SETTINGS = [
      "MIN_RETRY_DELAY_SECONDS must not exceed"),
 ]
 OPTIONS = [
-    pytest.param(["runworker", "--concurrency", "0"], "--concurrency must be at least 1",
+    pytest.param(["runworker", "--concurrency", "0"], "--concurrency must be from 1 to 256",
                  id="concurrency-zero"),
     pytest.param(["runworker", "-c", "two"], "invalid int value: 'two'", id="concurrency-text"),
-    pytest.param(["runworker", "--processes", "0"], "--processes must be at least 1",
+    pytest.param(["runworker", "--processes", "0"], "--processes must be from 1 to 256",
                  id="processes-zero"),
     pytest.param(["runworker", "--max-jobs", "0"], "--max-jobs must be at least 1",
                  id="max-jobs-zero"),

@@ -125,7 +125,12 @@ SQL_TEXT = re.compile(
 #: ``sql``), and the LISTEN channel constant. A new entry needs the same review.
 SQL_ASSEMBLY = {
     "sql.py": {"quote", "field", "table", "assignments", "attempts", "pk", "picked_ids_sql",
-               "columns", "col", "values", "model", "lock", "queue", "statuses"},
+               "columns", "col", "values", "model", "lock", "queue", "statuses",
+               # Session 5: the database's clock (now_sql's SQL text), the claim's assignments,
+               # the set-based rescue (status constants, column names, SQL fragments of them).
+               "now", "shift", "clock", "sets", "running", "later", "workers", "worker_name",
+               "picked_sql", "failed", "exhausted", "errors", "left_over", "returning", "same",
+               "message", "entry", "at"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
     "inserting.py": {"quote", "table", "pk", "columns", "rows", "select", "record", "insert",
                      "queue", "types", "name", "layout", "source"},

@@ -156,12 +156,13 @@ def test_abort_exhausts_the_job_without_retrying():
     assert Job.objects.claim(now=timezone.now() + dt.timedelta(days=365)) == []
 
 
-def test_system_exit_is_not_swallowed_and_the_job_stays_running():
+def test_system_exit_in_a_job_fails_the_attempt_and_not_the_caller():
+    # As in the worker, where a job thread must survive a job's sys.exit().
     job = claimed_job(exits, (3,))
-    with pytest.raises(SystemExit):
-        run_job(job)
+    assert run_job(job).outcome == "failed"
     job.refresh_from_db()
-    assert (job.status, job.errors) == (JobStatus.RUNNING, [])
+    assert job.status == JobStatus.FAILED
+    assert [entry["type"] for entry in job.errors] == ["builtins.SystemExit"]
 
 
 # ---- reschedule ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The cleaner, one pass at a time (run_once with an injected clock), and purgejobs."""
+"""Maintenance, one pass at a time (run_once with an injected clock): which worker runs which
+step, and purgejobs. Each step on its own: test_maintenance_steps.py."""
 
 import datetime as dt
 import io
@@ -6,22 +7,32 @@ import os
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connections, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.models import Job, Leader, Worker
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker.maintenance import ADVISORY_LOCK_KEY, Maintenance
+from django_sqlqueue.worker.identity import ProcessTable
+from django_sqlqueue.worker.maintenance import Maintenance
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)
+HERE = ProcessTable(boot_id="boot-1", pid_namespace=4026531836)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
 
 
 def maintenance(**overrides):
     options = {"alias": "default", "lease_seconds": 30, "keep_succeeded": 86400,
-               "keep_failed": 7 * 86400, "host": "this-host"}
+               "keep_failed": 7 * 86400, "worker_id": "leader-1", "table": HERE}
     return Maintenance(**{**options, **overrides})
 
 
@@ -29,6 +40,13 @@ def finished(status, at):
     job = add.enqueue(1, 1)
     Job.objects.filter(pk=job.pk).update(status=status, finished_at=at)
     return job
+
+
+def _worker(name, *, pid, beat=T0, table=HERE, lease=None):
+    return Worker.objects.create(name=name, host="same-host-name", pid=pid, concurrency=1,
+                                 started_at=beat, last_heartbeat_at=beat,
+                                 boot_id=table.boot_id, pid_namespace=table.pid_namespace,
+                                 lease_seconds=lease)
 
 
 def test_a_pass_expires_rescues_and_prunes():
@@ -41,9 +59,10 @@ def test_a_pass_expires_rescues_and_prunes():
     old_failure = finished(JobStatus.EXHAUSTED, T0 - 8 * DAY)
     kept_failure = finished(JobStatus.EXHAUSTED, T0 - 2 * DAY)
 
-    counts = maintenance().run_once(now=T0 + dt.timedelta(minutes=5))
+    result = maintenance().run_once(now=T0 + dt.timedelta(minutes=5))
 
-    assert counts == {"expired": 1, "reaped": 0, "rescued": 1, "pruned": 2}
+    assert result.leading and result.failed_steps == ()
+    assert result.counts() == {"expired": 1, "reaped": 0, "rescued": 1, "pruned": 2}
     assert Job.objects.get(pk=stale_job.pk).status == JobStatus.EXPIRED
     rescued = Job.objects.get(pk=lost.pk)
     assert rescued.status == JobStatus.FAILED and rescued.errors[0]["type"].endswith("WorkerLost")
@@ -58,42 +77,103 @@ def test_retention_none_keeps_everything():
     assert Job.objects.filter(pk=job.pk).exists()
 
 
-def _worker(name, *, pid, host="this-host", beat=T0):
-    return Worker.objects.create(name=name, host=host, pid=pid, concurrency=1,
-                                 started_at=beat, last_heartbeat_at=beat)
-
-
 def test_dead_workers_are_reaped_and_their_jobs_rescued_at_once():
     add.enqueue(1, 2)
     add.enqueue(3, 4)
-    dead_here = _worker("dead-here", pid=2**22 + 12345)  # no such pid on this host
-    _worker("silent", pid=1, host="elsewhere", beat=T0 - dt.timedelta(minutes=5))  # 2+ leases
+    dead_here = _worker("dead-here", pid=2**22 + 12345)  # this table, and no such pid in it
+    _worker("silent", pid=1, beat=T0 - dt.timedelta(minutes=5),  # 2+ leases
+            table=ProcessTable("other-boot", 1))
     alive = _worker("alive", pid=os.getpid())
     (first,) = Job.objects.claim(None, dead_here.name, lease=300, now=T0)
     (second,) = Job.objects.claim(None, alive.name, lease=300, now=T0)
 
-    counts = maintenance().run_once(now=T0 + dt.timedelta(seconds=1))
+    result = maintenance().run_once(now=T0 + dt.timedelta(seconds=1))
 
-    assert counts["reaped"] == 2
+    assert result.reaped == 2 and result.rescued == 1
     assert set(Worker.objects.values_list("name", flat=True)) == {"alive"}
     assert Job.objects.get(pk=first.pk).status == JobStatus.FAILED  # its lease had 299 s left
     assert "is dead: its process" in Job.objects.get(pk=first.pk).errors[0]["message"]
     assert Job.objects.get(pk=second.pk).status == JobStatus.RUNNING
 
 
-@pytest.mark.postgresql
-@pytest.mark.django_db(transaction=True)
-def test_on_postgresql_one_worker_at_a_time_runs_maintenance():
-    other = connections.create_connection("default")
-    try:
-        other.set_autocommit(False)
-        with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
-        assert maintenance().run_once(now=T0) == {}  # somebody else is doing it
-        other.rollback()
-        assert maintenance().run_once(now=T0) != {}
-    finally:
-        other.close()
+@pytest.mark.parametrize("table", [
+    ProcessTable(HERE.boot_id, HERE.pid_namespace + 1),  # a container sharing the host name
+    ProcessTable("another-boot", HERE.pid_namespace),  # the machine rebooted since
+    ProcessTable(None, None),  # unknown (macOS, a row of an older version)
+], ids=["other-pid-namespace", "other-boot", "unknown"])
+def test_a_pid_from_another_process_table_is_never_taken_as_death(table):
+    stranger = _worker("stranger", pid=2**22 + 12345, beat=T0, table=table)  # no such pid here
+    add.enqueue(1, 2)
+    (job,) = Job.objects.claim(None, stranger.name, lease=300, now=T0)
+    result = maintenance().run_once(now=T0 + dt.timedelta(seconds=50))  # < 2 leases of silence
+    assert result.reaped == 0 and Worker.objects.filter(name="stranger").exists()
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    # Its heartbeat alone decides: silent for more than two leases, it is dead.
+    assert maintenance().run_once(now=T0 + dt.timedelta(seconds=61)).reaped == 1
+    assert Job.objects.get(pk=job.pk).status == JobStatus.FAILED
+
+
+def test_only_the_leader_runs_the_cluster_wide_steps_but_every_worker_reaps_its_own_table():
+    later = T0 + dt.timedelta(minutes=5)
+    _worker("leader-1", pid=os.getpid(), beat=later)
+    _worker("leader-2", pid=os.getpid(), beat=later)
+    first, second = maintenance(worker_id="leader-1"), maintenance(worker_id="leader-2")
+    assert first.run_once(now=T0).leading
+    Job.objects.enqueue(add, (1, 1), run_at=T0, max_age=60)
+    _worker("dead-here", pid=2**22 + 12345, beat=later)
+
+    result = second.run_once(now=later)
+
+    assert not result.leading
+    assert result.expired == 0 and result.reaped == 1  # its own table's dead pid, nothing else
+    assert Job.objects.filter(status=JobStatus.QUEUED).count() == 1
+    assert first.run_once(now=later).expired == 1
+
+
+def test_a_clean_exit_hands_the_leadership_on_at_once():
+    _worker("leader-1", pid=os.getpid(), beat=timezone.now())
+    _worker("leader-2", pid=os.getpid(), beat=timezone.now())
+    first, second = maintenance(worker_id="leader-1"), maintenance(worker_id="leader-2")
+    assert first.run_once().leading and not second.run_once().leading
+    Worker.objects.filter(name="leader-1").delete()  # what runworker does when it stops
+    assert second.run_once().leading and not first.run_once().leading
+    assert Leader.objects.get().holder == "leader-2"
+
+
+def test_a_leader_that_stops_renewing_is_replaced_once_its_term_is_over():
+    first, second = maintenance(worker_id="not-a-worker-1"), maintenance(worker_id="not-a-worker-2")
+    assert first.run_once().leading
+    assert not second.run_once().leading  # neither is a registered worker: the term decides
+    Leader.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert second.run_once().leading
+    assert not first.run_once().leading
+
+
+def test_a_failing_step_is_logged_and_the_others_still_run(monkeypatch, caplog):
+    lost = add.enqueue(1, 1)
+    Job.objects.claim(None, "gone:1:x", lease=30, now=T0)
+    cleaner = maintenance()
+
+    def broken(*args, **kwargs):
+        raise DatabaseError("canceling statement due to statement timeout")
+
+    monkeypatch.setattr(cleaner.expirer, "run_once", broken)
+    result = cleaner.run_once(now=T0 + dt.timedelta(minutes=5))
+    assert result.failed_steps == ("expire",) and result.rescued == 1
+    assert Job.objects.get(pk=lost.pk).status == JobStatus.FAILED
+    assert "maintenance step=expire failed (canceling statement" in caplog.text
+
+
+def test_pruning_runs_at_most_every_prune_interval_unless_a_backlog_is_left():
+    clock = FakeClock()
+    cleaner = maintenance(clock=clock)
+    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    assert cleaner.run_once(now=T0).pruned == 1
+    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    clock.t += 300
+    assert cleaner.run_once(now=T0).pruned == 0
+    clock.t += 301
+    assert cleaner.run_once(now=T0).pruned == 1
 
 
 # ---- purgejobs ---------------------------------------------------------------------------
@@ -140,12 +220,3 @@ def test_purgejobs_refuses_bad_options(args, message):
     with pytest.raises(CommandError, match=message):
         purge(*args)
     assert Job.objects.count() == 1
-
-
-def test_pruning_runs_at_most_every_ten_minutes():
-    cleaner = maintenance()
-    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
-    assert cleaner.run_once(now=T0)["pruned"] == 1
-    finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
-    assert cleaner.run_once(now=T0 + dt.timedelta(minutes=5))["pruned"] == 0
-    assert cleaner.run_once(now=T0 + dt.timedelta(minutes=11))["pruned"] == 1

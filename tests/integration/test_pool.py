@@ -14,8 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _pool(size):
-    pool = Pool(size, alias="default", default_timeout=None, outcome_deadline=5,
-                on_slot_free=lambda: None)
+    pool = Pool(size, alias="default", default_timeout=None, on_slot_free=lambda: None)
     pool.start()
     return pool
 

@@ -155,3 +155,48 @@ def test_only_real_tasks_of_this_backend_run(start_worker):
     assert other_backend.status == "exhausted"
     assert "not django-sqlqueue's: refused" in other_backend.errors[0]["message"]
     assert tasks.add.get_result(good.id).status == TaskResultStatus.SUCCESSFUL
+
+
+# ---- Django's contract for backends ----------------------------------------------------------
+def test_result_task_is_the_task_that_was_enqueued():
+    plain = tasks.add.enqueue(1, 2)
+    assert plain.task == tasks.add
+    later = tasks.add.using(priority=7, run_after=timezone.now() + dt.timedelta(hours=1))
+    deferred = later.enqueue(1, 2)
+    assert deferred.task == later
+    assert tasks.add.get_result(plain.id).task == tasks.add
+    assert tasks.add.get_result(deferred.id).task == later
+
+
+def test_arguments_that_are_not_json_raise_type_error():
+    with pytest.raises(TypeError):
+        tasks.add.enqueue(dt.datetime(2026, 1, 1), 2)
+    assert not Job.objects.exists()
+
+
+def test_a_task_that_raises_ends_failed_after_one_attempt_by_default(start_worker):
+    result = tasks.fails_once_by_default.enqueue("boom")
+    drain(start_worker)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1 and [e.exception_class for e in result.errors] == [RuntimeError]
+
+
+def test_a_reschedule_with_a_negative_delay_fails_the_attempt(start_worker):
+    result = tasks.reschedules_into_the_past.enqueue()
+    worker = drain(start_worker)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED, worker.output
+    [error] = result.errors
+    assert error.exception_class_path == "django_sqlqueue.exceptions.InvalidSchedule"
+    assert Job.objects.get(pk=int(result.id)).status == "exhausted"  # not left running
+
+
+def test_system_exit_fails_the_task_and_sends_task_finished(start_worker):
+    result = tasks.exits.enqueue(3)
+    drain(start_worker)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in result.errors] == ["builtins.SystemExit"]
+    tags = list(Execution.objects.filter(job_id=int(result.id)).values_list("tag", flat=True))
+    assert sorted(tags) == ["finished:FAILED:exc=True", "started:SQLQueueBackend:RUNNING"]

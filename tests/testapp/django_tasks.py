@@ -53,6 +53,23 @@ def fails_retried_by_options(message):
 
 
 @task
+def fails_once_by_default(message):
+    raise RuntimeError(message)
+
+
+@task
+def reschedules_into_the_past():
+    from django_sqlqueue import Reschedule
+
+    raise Reschedule(delay=-5)
+
+
+@task
+def exits(code):
+    raise SystemExit(code)
+
+
+@task
 async def async_add(a, b):
     await asyncio.sleep(0)
     return a + b

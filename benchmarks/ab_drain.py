@@ -1,0 +1,70 @@
+"""Drain rate of this checkout against another one (an earlier commit), in one run, alternating.
+
+    git worktree add --detach /tmp/before <commit>
+    benchmarks/.venvs/sqlqueue/bin/python -m benchmarks.ab_drain /tmp/before --rounds 3
+
+Both checkouts run the same driver (this checkout's benchmarks/) and the drain scenario of
+benchmarks/README.md (W = 2 worker processes, 20,000 no-op jobs) against one throwaway
+PostgreSQL server, each round in a fresh database, ``before`` and ``after`` alternating so that
+the machine's load falls on both. Prints the rates per round and the medians. Needs the
+django-sqlqueue benchmark virtualenv (``bash benchmarks/run.sh --quick --systems sqlqueue`` makes
+it); the other checkout's code is put first on ``PYTHONPATH``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.pg import BenchCluster
+from benchmarks.run import SIZES, venv_python
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def drain_once(cluster, checkout: Path, label: str, n: int) -> dict:
+    dsn = cluster.create_database(f"ab_{label}")
+    logdir = Path(tempfile.mkdtemp(prefix=f"ab-{label}-"))
+    config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}}, "scenarios": ["drain"],
+              "logdir": str(logdir)}
+    # The other checkout's django_sqlqueue first; this checkout's benchmarks package for both.
+    path = os.pathsep.join([str(checkout), str(ROOT)])
+    done = subprocess.run(
+        [str(venv_python("sqlqueue")), "-m", "benchmarks.driver", "sqlqueue", json.dumps(config)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        sys.exit(f"{label}: the driver failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["drain"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path, help="the other checkout (a git worktree)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=SIZES["drain"]["default"])
+    args = parser.parse_args()
+    checkouts = {"before": args.before.resolve(), "after": ROOT}
+    rates = {label: [] for label in checkouts}
+    cluster = BenchCluster().start()
+    try:
+        for round_number in range(1, args.rounds + 1):
+            for label, checkout in checkouts.items():
+                drain = drain_once(cluster, checkout, label, args.jobs)
+                rates[label].append(drain["steady_jobs_per_s"])
+                print(f"round {round_number} {label:6} once started "
+                      f"{drain['steady_jobs_per_s']:>8,.0f} jobs/s, incl. start-up "
+                      f"{drain['jobs_per_s']:>8,.0f} jobs/s", flush=True)
+    finally:
+        cluster.destroy()
+    before, after = (statistics.median(rates[label]) for label in checkouts)
+    print(f"median once started: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
+          f"({after / before:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The worker's one outcome writer: every outcome of a held job is written here, fenced.
+
+Job threads (and the heartbeat, for a job past its timeout) ``submit`` outcomes. Batched, the
+default, a thread of its own writes whatever has gathered every ``interval`` seconds (at once
+when ``max_batch`` are waiting), successes and failures alike, in one statement
+(``outcomes.write``): every commit costs a WAL flush, so one statement per finished job would
+make commits, not jobs, the limit. Inline, each outcome is written in the submitting thread.
+
+A job stays held by the pool, its lease renewed by the heartbeat, until its outcome is written:
+``on_written(job, outcome, applied)`` tells the pool. So the backlog of unwritten outcomes is
+bounded by the pool's capacity, and while the database refuses writes the pool has no free slot
+and the worker claims nothing more. A crash loses at most the unwritten outcomes: those jobs are
+still running in the table, their leases expire, and they run again (at-least-once).
+"""
+
+import logging
+import threading
+import time
+
+from django.db import connections
+from django.utils import timezone
+
+from .. import outcomes
+from ..exceptions import InvalidJob
+from ..runner import Outcome, OutcomeKind
+from .resilience import TRANSIENT, call_with_retry
+
+logger = logging.getLogger(__name__)
+
+
+class OutcomeWriter:
+    def __init__(self, *, alias: str, on_written, batched: bool = True, interval: float = 0.02,
+                 max_batch: int = 500, outcome_deadline: float = 300.0):
+        self.alias = alias
+        self.on_written = on_written  # (job, outcome, applied: bool) once written or given up
+        self.batched = batched
+        self.interval = interval  # seconds an outcome may wait for others to share its write
+        self.max_batch = max_batch  # outcomes per statement
+        self.outcome_deadline = outcome_deadline  # seconds to keep retrying a write
+        self._pending: list = []  # (job, outcome, transition)
+        self._lock = threading.Lock()
+        self._full = threading.Event()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        if self.batched:
+            self._thread = threading.Thread(target=self._loop, name="sqlqueue-outcomes",
+                                            daemon=True)
+            self._thread.start()
+
+    def submit(self, job, outcome: Outcome) -> None:
+        """Write ``outcome`` of ``job`` (now, or with the next batch)."""
+        item = (job, outcome, _transition(job, outcome))
+        if not self.batched:
+            self._write([item])
+            return
+        with self._lock:
+            self._pending.append(item)
+            if len(self._pending) >= self.max_batch:
+                self._full.set()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def stop(self, timeout=30.0) -> None:
+        """Write what is waiting and stop."""
+        self._stop.set()
+        self._full.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def flush(self) -> int:
+        """Write one batch of what is waiting (one step); returns how many outcomes."""
+        with self._lock:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+            if self._pending:
+                self._full.set()
+        if batch:
+            self._write(batch)
+        return len(batch)
+
+    def _loop(self):
+        while True:
+            self._full.wait(self.interval)
+            self._full.clear()
+            self.flush()
+            if self._stop.is_set():
+                while self.flush():
+                    pass
+                connections[self.alias].close()
+                return
+
+    def _write(self, batch) -> None:
+        try:
+            applied = call_with_retry(
+                lambda: outcomes.write([(job, change) for job, _, change in batch], self.alias),
+                alias=self.alias, what=f"recording the outcomes of {len(batch)} job(s)",
+                deadline=time.monotonic() + self.outcome_deadline,
+            )
+        except TRANSIENT:
+            logger.error("gave up recording the outcomes of %s job(s); their leases will run "
+                         "them again", len(batch))
+            applied = set()
+        for job, outcome, _ in batch:
+            self.on_written(job, outcome, job.pk in applied)
+
+
+def _transition(job, outcome: Outcome):
+    """The outcome's transition, computed when it happened (its time, its traceback)."""
+    now = timezone.now()
+    try:
+        return outcomes.transition(job, outcome, now=now)
+    except InvalidJob as exc:  # e.g. a result that is not JSON: the attempt failed for good
+        return outcomes.transition(job, Outcome(OutcomeKind.ABORTED, error=exc), now=now)

@@ -1,0 +1,353 @@
+"""Each maintenance step on its own, through its run_once(): leader, expirer, rescuer, reaper,
+cleaner. On both databases, by the database's clock unless a test injects ``now``."""
+
+import datetime as dt
+import os
+import time
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_sqlqueue import outcomes, queries
+from django_sqlqueue.models import Job, Leader, Worker
+from django_sqlqueue.sql import DatabaseNow
+from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.worker.cleaner import Cleaner, CleanerConfig
+from django_sqlqueue.worker.expirer import Expirer, ExpirerConfig
+from django_sqlqueue.worker.identity import ProcessTable
+from django_sqlqueue.worker.leader import Leader as LeaderStep
+from django_sqlqueue.worker.leader import LeaderConfig
+from django_sqlqueue.worker.maintenance import Maintenance
+from django_sqlqueue.worker.reaper import Reaper, ReaperConfig
+from django_sqlqueue.worker.rescuer import Rescuer, RescuerConfig
+from tests.testapp.tasks import add
+
+pytestmark = pytest.mark.django_db
+T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+DAY = dt.timedelta(days=1)
+HERE = ProcessTable(boot_id="boot-1", pid_namespace=4026531836)
+
+
+def finished(status, at):
+    job = add.enqueue(1, 1)
+    Job.objects.filter(pk=job.pk).update(status=status, finished_at=at)
+    return job
+
+
+def claimed(n, *, worker="w:1:x", lease=30, now=T0, **options):
+    for _ in range(n):
+        Job.objects.enqueue(add, (1, 1), run_at=now, **options)
+    return Job.objects.claim(None, worker, limit=n, lease=lease, now=now)
+
+
+# ---- leader ------------------------------------------------------------------------------
+def test_the_leader_is_elected_renews_its_term_and_keeps_its_reign():
+    one = LeaderStep(LeaderConfig(holder="one"), alias="default")
+    two = LeaderStep(LeaderConfig(holder="two"), alias="default")
+    assert one.run_once().leading and one.run_once().changed is False
+    elected_at, first_term = Leader.objects.values_list("elected_at", "expires_at").get()
+    time.sleep(0.01)
+    assert one.run_once().leading
+    row = Leader.objects.get()
+    assert (row.holder, row.elected_at) == ("one", elected_at) and row.expires_at > first_term
+    assert row.expires_at - row.elected_at >= dt.timedelta(seconds=15)  # 3 x 5 s, by default
+    assert two.run_once() == type(two.run_once())(leading=False, changed=False)
+
+
+def test_a_term_that_ran_out_by_the_database_clock_is_taken_over():
+    one = LeaderStep(LeaderConfig(holder="one", term_seconds=0.05), alias="default")
+    two = LeaderStep(LeaderConfig(holder="two"), alias="default")
+    assert one.run_once().leading and not two.run_once().leading
+    time.sleep(0.1)
+    assert two.run_once().leading
+    assert not one.run_once().leading and one.keep() is False
+    assert two.resign() and not Leader.objects.exists()
+
+
+def test_keep_renews_during_long_steps_only_once_a_third_of_the_term_has_passed():
+    now = [0.0]
+    one = LeaderStep(LeaderConfig(holder="one", term_seconds=9), alias="default",
+                     clock=lambda: now[0])
+    one.run_once()
+    with CaptureQueriesContext(connections["default"]) as queries_run:
+        now[0] = 2.9
+        assert one.keep()
+        now[0] = 3.0
+        assert one.keep()
+    assert len(queries_run) == 1  # the renewal at 3 s
+
+
+# ---- expirer -----------------------------------------------------------------------------
+def test_the_expirer_works_in_batches_and_leaves_claimed_and_unexpired_jobs():
+    for _ in range(5):
+        Job.objects.enqueue(add, (1, 1), run_at=T0, max_age=60)
+    (running,) = claimed(1, now=T0, max_age=60)
+    later = Job.objects.enqueue(add, (1, 1), run_at=T0 + DAY, max_age=60)
+
+    result = Expirer(ExpirerConfig(batch_size=2), alias="default").run_once(
+        now=T0 + dt.timedelta(minutes=5))
+
+    assert (result.expired, result.batches) == (5, 3)
+    assert Job.objects.filter(status=JobStatus.EXPIRED).count() == 5
+    assert Job.objects.get(pk=running.pk).status == JobStatus.RUNNING
+    assert Job.objects.get(pk=later.pk).status == JobStatus.QUEUED
+
+
+def test_expire_without_now_uses_the_database_clock():
+    job = Job.objects.enqueue(add, (1, 1), max_age=0.05)
+    time.sleep(0.1)
+    assert Job.objects.expire(limit=10) == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.EXPIRED and job.finished_at >= job.expires_at
+
+
+# ---- rescuer -----------------------------------------------------------------------------
+def test_the_rescuer_fails_every_lost_job_in_batches_with_the_error_entry_of_a_lost_attempt():
+    jobs = claimed(5, max_attempts=2)
+    last_try = claimed(1, max_attempts=1)[0]
+    renewed = claimed(1)[0]
+    Job.objects.extend_leases(renewed.claimed_by, [renewed.pk], lease=3600, now=T0)
+    Job.objects.filter(pk=jobs[0].pk).update(errors=[{"attempt": 0, "type": "earlier"}])
+    now = T0 + dt.timedelta(minutes=5)
+
+    result = Rescuer(RescuerConfig(batch_size=2), alias="default").run_once(now=now)
+
+    assert (result.rescued, result.batches) == (6, 4)
+    for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
+        assert (job.status, job.run_at, job.lease_expires_at) == (JobStatus.FAILED, now, None)
+        assert job.finished_at is None
+        entry = job.errors[-1]
+        assert entry == {
+            "attempt": 1, "at": entry["at"], "type": "django_sqlqueue.outcomes.WorkerLost",
+            "message": "worker w:1:x was lost while running attempt 1 (its lease expired); "
+                       "the attempt counts as failed.",
+            "traceback": "", "worker": "w:1:x",
+        }
+        assert dt.datetime.fromisoformat(entry["at"]) == now
+    assert Job.objects.get(pk=jobs[0].pk).errors[0] == {"attempt": 0, "type": "earlier"}
+    exhausted = Job.objects.get(pk=last_try.pk)
+    assert (exhausted.status, exhausted.finished_at) == (JobStatus.EXHAUSTED, now)
+    assert Job.objects.get(pk=renewed.pk).status == JobStatus.RUNNING  # its lease was renewed
+
+
+def test_the_worker_lost_type_is_the_exception_class():
+    lost = outcomes.WorkerLost
+    assert queries.WORKER_LOST_TYPE == f"{lost.__module__}.{lost.__qualname__}"
+
+
+def test_rescue_without_now_uses_the_database_clock():
+    add.enqueue(1, 1)
+    (job,) = Job.objects.claim(None, "w:1:x", lease=0.05)
+    assert Job.objects.lease_expired().count() == 0
+    time.sleep(0.1)
+    assert Job.objects.lease_expired().rescue() == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and job.run_at > job.claimed_at
+    assert dt.datetime.fromisoformat(job.errors[0]["at"]) - job.run_at < dt.timedelta(
+        milliseconds=1)
+
+
+def test_rescue_takes_any_running_job_of_the_queryset_and_a_reason():
+    (job,) = claimed(1, lease=3600)
+    assert Job.objects.filter(claimed_by="w:1:x").rescue(reason="host retired", now=T0) == 1
+    message = Job.objects.get(pk=job.pk).errors[0]["message"]
+    assert message == ("worker w:1:x was lost while running attempt 1 (host retired); the "
+                       "attempt counts as failed.")
+
+
+def test_a_running_row_without_claim_or_lease_is_rescued():
+    job = add.enqueue(1, 1)
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempts=1)
+    assert Job.objects.lease_expired(T0).rescue(T0) == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert job.errors[0]["message"].startswith("worker ? was lost") and job.errors[0][
+        "worker"] == ""
+
+
+def test_rescuing_one_job_is_fenced_on_the_lease_as_read():
+    (job,) = claimed(1)
+    stale = Job.objects.get(pk=job.pk)
+    Job.objects.extend_leases(job.claimed_by, [job.pk], lease=3600, now=T0)  # a heartbeat
+    assert outcomes.rescue(stale, now=T0 + dt.timedelta(minutes=5)) is False
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    fresh = Job.objects.get(pk=job.pk)
+    assert outcomes.rescue(fresh, now=T0 + DAY) is True
+    assert fresh.status == JobStatus.FAILED and fresh.errors[0]["type"].endswith("WorkerLost")
+
+
+def test_a_long_message_is_cut_to_max_traceback_chars(settings):
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_TRACEBACK_CHARS": 40}
+    (job,) = claimed(1)
+    Job.objects.filter(pk=job.pk).rescue(T0, reason="x" * 100)
+    assert len(Job.objects.get(pk=job.pk).errors[0]["message"]) == 40
+
+
+# ---- reaper ------------------------------------------------------------------------------
+def _worker(name, *, pid=2**22 + 12345, beat=T0, table=HERE, lease=None):
+    return Worker.objects.create(name=name, host="h", pid=pid, concurrency=1, started_at=beat,
+                                 last_heartbeat_at=beat, boot_id=table.boot_id,
+                                 pid_namespace=table.pid_namespace, lease_seconds=lease)
+
+
+def test_silence_is_judged_by_each_workers_own_lease():
+    _worker("long-lease", lease=300, table=ProcessTable(None, None))
+    _worker("short-lease", lease=30, table=ProcessTable(None, None))
+    _worker("no-lease-recorded", table=ProcessTable(None, None))  # the reaper's own: 30 s
+    result = Reaper(ReaperConfig(lease_seconds=30), alias="default", table=HERE).run_once(
+        now=T0 + dt.timedelta(seconds=100))
+    assert {r.worker for r in result.reaped} == {"short-lease", "no-lease-recorded"}
+    assert {r.reason for r in result.reaped} == {"it stopped sending heartbeats"}
+
+
+def test_silence_is_judged_by_the_database_clock():
+    now = timezone.now()
+    _worker("quiet", beat=now - dt.timedelta(seconds=61), table=ProcessTable(None, None))
+    _worker("fresh", beat=now, table=ProcessTable(None, None))
+    result = Reaper(alias="default", table=HERE).run_once()
+    assert [r.worker for r in result.reaped] == ["quiet"]
+
+
+def test_without_silent_only_dead_pids_of_this_process_table_are_reaped():
+    _worker("dead-here")
+    _worker("dead-elsewhere", table=ProcessTable(HERE.boot_id, 1))
+    _worker("silent-elsewhere", beat=T0 - DAY, table=ProcessTable("b2", 1))
+    _worker("me", pid=os.getpid())
+    result = Reaper(alias="default", table=HERE).run_once(now=T0, silent=False)
+    assert [(r.worker, r.reason) for r in result.reaped] == [
+        ("dead-here", f"its process {2**22 + 12345} no longer exists")]
+
+
+def test_a_worker_that_beats_while_being_judged_is_not_reaped():
+    row = _worker("late", beat=timezone.now() - dt.timedelta(seconds=1))
+
+    def dead_but_beats_meanwhile(pid):
+        Worker.objects.filter(pk=row.pk).update(last_heartbeat_at=DatabaseNow())
+        return False
+
+    reaper = Reaper(alias="default", table=HERE, pid_alive=dead_but_beats_meanwhile)
+    assert reaper.run_once(silent=False).reaped == ()
+    assert Worker.objects.filter(pk=row.pk).exists()
+
+
+# ---- cleaner -----------------------------------------------------------------------------
+def test_the_cleaner_deletes_past_retention_in_batches_and_keeps_the_rest():
+    old = [finished(JobStatus.SUCCEEDED, T0 - 2 * DAY) for _ in range(5)]
+    old += [finished(status, T0 - 8 * DAY) for status in
+            (JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED)]
+    kept = [finished(JobStatus.SUCCEEDED, T0 - DAY / 2),
+            finished(JobStatus.EXHAUSTED, T0 - 2 * DAY), add.enqueue(1, 1)]
+    config = CleanerConfig(keep_succeeded_seconds=86400, keep_failed_seconds=7 * 86400,
+                           batch_size=3)
+
+    result = Cleaner(config, alias="default").run_once(now=T0)
+
+    assert (result.deleted, result.batches, result.done) == (8, 3, True)
+    assert set(Job.objects.values_list("pk", flat=True)) == {job.pk for job in kept}
+    assert not Job.objects.filter(pk__in=[job.pk for job in old]).exists()
+
+
+def test_a_run_stops_after_run_seconds_and_the_next_goes_on_from_there():
+    for _ in range(7):
+        finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    now = [0.0]
+
+    def tick():
+        now[0] += 1
+        return now[0]
+
+    config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2, run_seconds=0.5,
+                           interval_seconds=600)
+    cleaner = Cleaner(config, alias="default", clock=tick)
+    first = cleaner.run_once(now=T0)
+    assert (first.deleted, first.done) == (2, False) and cleaner.is_due()
+    rest = [cleaner.run_once(now=T0) for _ in range(3)]
+    assert [r.deleted for r in rest] == [2, 2, 1] and rest[-1].done
+    assert not Job.objects.exists() and not cleaner.is_due()
+
+
+def test_prune_without_now_uses_the_database_clock():
+    gone = finished(JobStatus.SUCCEEDED, timezone.now() - dt.timedelta(seconds=120))
+    kept = finished(JobStatus.SUCCEEDED, timezone.now() + dt.timedelta(seconds=120))
+    assert Job.objects.prune(keep_succeeded=60) == 1
+    assert list(Job.objects.values_list("pk", flat=True)) == [kept.pk] != [gone.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_batch_is_committed_on_its_own():
+    for _ in range(7):
+        finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    seen = []
+    other = connections.create_connection("default")
+    try:
+        def count_from_another_connection():
+            with other.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM django_sqlqueue_job")
+                seen.append(cursor.fetchone()[0])
+            return True
+
+        config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2)
+        Cleaner(config, alias="default").run_once(now=T0, keep_going=count_from_another_connection)
+    finally:
+        other.close()
+    assert seen == [5, 3, 1]  # each batch visible to others as soon as it is done
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_each_batch_gets_its_statement_timeout_and_a_batch_over_it_fails_its_step_alone(caplog):
+    jobs = [finished(JobStatus.SUCCEEDED, T0 - 2 * DAY) for _ in range(5)]
+    config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2,
+                           statement_timeout_seconds=0.2)
+    with CaptureQueriesContext(connections["default"]) as run:
+        Cleaner(config, alias="default").run_once(now=T0)
+    assert sum("statement_timeout" in q["sql"] for q in run.captured_queries) == 3
+    assert [q["sql"] for q in run.captured_queries if "statement_timeout" in q["sql"]][0] == (
+        "SELECT set_config('statement_timeout', '200', true)")
+
+    for _ in range(3):
+        finished(JobStatus.SUCCEEDED, T0 - 2 * DAY)
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:  # a lock the DELETE would wait for
+            cursor.execute("SELECT id FROM django_sqlqueue_job ORDER BY id LIMIT 1 FOR UPDATE")
+        maintenance = Maintenance(alias="default", lease_seconds=30, keep_succeeded=86400,
+                                  keep_failed=None, worker_id="m", table=HERE)
+        maintenance.cleaner = Cleaner(config, alias="default")
+        started = time.monotonic()
+        result = maintenance.run_once(now=T0)
+        assert time.monotonic() - started < 2
+        assert result.failed_steps == ("prune",) and result.leading
+        assert "canceling statement due to statement timeout" in caplog.text
+        other.rollback()
+    finally:
+        other.close()
+    with connections["default"].cursor() as cursor:  # the timeout was local to the batch
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
+    assert Cleaner(config, alias="default").run_once(now=T0).deleted == 3
+    assert not Job.objects.filter(pk__in=[j.pk for j in jobs]).exists()
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("queryset, index", [
+    (lambda: Job.objects.expire(limit=1000), "sqlqueue_job_expiring"),
+    (lambda: Job.objects.lease_expired().rescue(limit=1000), "sqlqueue_job_leases"),
+], ids=["expire", "rescue"])
+def test_the_expirer_and_the_rescuer_can_use_their_partial_indexes(queryset, index):
+    """By the database's clock too: a "now" that is stable within the statement lets PostgreSQL
+    prove the partial index's predicate (with the sequential scan off, so size does not matter)."""
+    connection = connections["default"]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    with CaptureQueriesContext(connection) as run:
+        queryset()
+    statement = next(q["sql"] for q in run.captured_queries
+                     if q["sql"].startswith(("UPDATE", "WITH")))
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {statement}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert index in plan, plan

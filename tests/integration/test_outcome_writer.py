@@ -1,0 +1,93 @@
+"""The worker's outcome writer: outcomes of every kind in one fenced statement, and a job held
+(its lease renewed) until its outcome is written."""
+
+import pytest
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.runner import Outcome, OutcomeKind
+from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.worker.heartbeat import Heartbeat
+from django_sqlqueue.worker.outcome_writer import OutcomeWriter
+from django_sqlqueue.worker.pool import Pool
+from tests.testapp.tasks import add
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claimed(n, **options):
+    for i in range(n):
+        add.using(**options).enqueue(i, i)
+    return Job.objects.claim(None, "w1", limit=n, lease=30)
+
+
+def test_one_batch_writes_successes_failures_and_reschedules_fenced():
+    written = []
+    writer = OutcomeWriter(alias="default", on_written=lambda *item: written.append(item))
+    done, failing, exhausted, later, stolen = claimed(5, max_attempts=2)
+    Job.objects.filter(pk=exhausted.pk).update(max_attempts=1)
+    exhausted.max_attempts = 1
+    Job.objects.filter(pk=stolen.pk).update(claim_token=None)  # re-claimed meanwhile
+    writer.submit(done, Outcome(OutcomeKind.SUCCEEDED, result={"ok": [1]}))
+    writer.submit(failing, Outcome(OutcomeKind.FAILED, error=RuntimeError("boom"), delay=60))
+    writer.submit(exhausted, Outcome(OutcomeKind.FAILED, error=RuntimeError("last")))
+    writer.submit(later, Outcome(OutcomeKind.RESCHEDULED, delay=120))
+    writer.submit(stolen, Outcome(OutcomeKind.SUCCEEDED, result=1))
+    assert written == []  # batched: nothing is written before the flush
+    assert writer.flush() == 5
+    assert [(job.pk, applied) for job, _, applied in written] == [
+        (done.pk, True), (failing.pk, True), (exhausted.pk, True), (later.pk, True),
+        (stolen.pk, False),
+    ]
+    rows = {job.pk: job for job in Job.objects.all()}
+    assert rows[done.pk].status == JobStatus.SUCCEEDED and rows[done.pk].result == {"ok": [1]}
+    assert rows[failing.pk].status == JobStatus.FAILED
+    assert [e["message"] for e in rows[failing.pk].errors] == ["boom"]
+    assert 59 < (rows[failing.pk].run_at - rows[failing.pk].claimed_at).total_seconds() < 62
+    assert rows[exhausted.pk].status == JobStatus.EXHAUSTED and rows[exhausted.pk].finished_at
+    assert rows[later.pk].status == JobStatus.QUEUED and rows[later.pk].max_attempts == 3
+    assert rows[stolen.pk].status == JobStatus.RUNNING  # the fence kept the other claim's row
+    assert all(rows[pk].lease_expires_at is None for pk in (done.pk, failing.pk, later.pk))
+
+
+def test_a_job_stays_held_and_its_lease_renewed_until_its_outcome_is_written():
+    pool = Pool(1, alias="default", default_timeout=None, on_slot_free=lambda: None)
+    writer = OutcomeWriter(alias="default", on_written=pool.outcome_written)  # not started
+    pool.writer = writer
+    pool.start()
+    try:
+        [job] = claimed(1)
+        Job.objects.filter(pk=job.pk).update(lease_expires_at=job.claimed_at)  # nearly over
+        pool.submit(job)
+        while not writer.pending():
+            pass  # the job ran; its success waits for the writer
+        assert [entry.job.pk for entry in pool.held()] == [job.pk]
+        assert pool.free_slots() == pool.capacity()  # its thread is free for the next job
+        beat = Heartbeat(worker_id="w1", alias="default", pool=pool, lease_seconds=30,
+                         on_timeout=None, on_missing_row=lambda: None)
+        assert beat.run_once() == 1  # the lease is renewed although the job has finished
+        renewed = Job.objects.get(pk=job.pk)
+        assert renewed.status == JobStatus.RUNNING
+        assert (renewed.lease_expires_at - job.claimed_at).total_seconds() > 25
+        assert writer.flush() == 1
+        assert pool.is_idle() and Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    finally:
+        pool.stop(wait=10)
+
+
+def test_unwritten_outcomes_past_the_backlog_cap_stop_claims():
+    pool = Pool(2, alias="default", default_timeout=None, on_slot_free=lambda: None,
+                max_backlog=2)
+    writer = OutcomeWriter(alias="default", on_written=pool.outcome_written)  # not started
+    pool.writer = writer
+    pool.start()
+    try:
+        first, second = claimed(2)
+        pool.submit(first)
+        pool.submit(second)
+        while writer.pending() < 2:
+            pass
+        assert pool.unwritten() == 2 and pool.free_slots() == 0  # the writer must catch up
+        writer.flush()
+        assert pool.unwritten() == 0 and pool.free_slots() == pool.capacity()
+    finally:
+        pool.stop(wait=10)

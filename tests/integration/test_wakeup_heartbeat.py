@@ -1,0 +1,56 @@
+"""The wake-up and the heartbeat, one step at a time."""
+
+import time
+
+import pytest
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.worker.heartbeat import Heartbeat
+from django_sqlqueue.worker.pool import Pool
+from django_sqlqueue.worker.wakeup import Wakeup
+from tests.testapp.tasks import sleep_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_notification_wakes_only_a_worker_of_its_queues():
+    emails = Wakeup(alias="default", queues=["emails"], poll_interval=60, use_notify=False)
+    assert not emails.notified("default,reports")
+    assert not emails.wait(timeout=0)
+    assert emails.notified("reports,emails")
+    assert emails.wait(timeout=0) is True and not emails.wait(timeout=0)  # woken once
+    every = Wakeup(alias="default", queues=None, poll_interval=60, use_notify=False)
+    assert every.notified("anything") and every.wait(timeout=0)
+    assert every.next_poll(rand=lambda low, high: high) == pytest.approx(72)  # +20% at most
+
+
+def test_a_beat_fails_the_jobs_past_their_timeout_and_renews_the_others():
+    timed_out = []
+    pool = Pool(2, alias="default", default_timeout=None, on_slot_free=lambda: None)
+    pool.start()
+    try:
+        slow = sleep_for.using(timeout=5, max_attempts=1).enqueue(0.5)
+        other = sleep_for.enqueue(0.5)
+        for job in Job.objects.claim(None, "w1", limit=2, lease=5):
+            pool.submit(job)
+        while len([e for e in pool.held() if e.started_at]) < 2:
+            time.sleep(0.01)
+        later = time.monotonic() + 60  # the clock, a minute on: past the 5 s timeout
+        beat = Heartbeat(worker_id="w1", alias="default", pool=pool, lease_seconds=30,
+                         on_timeout=timed_out.append, on_missing_row=lambda: None,
+                         clock=lambda: later)
+        assert beat.run_once() == 1  # only the job still within its time is renewed
+        assert [job.pk for job in timed_out] == [slow.pk]
+        failed = Job.objects.get(pk=slow.pk)
+        assert failed.status == JobStatus.EXHAUSTED
+        assert failed.errors[0]["type"] == "django_sqlqueue.worker.heartbeat.JobTimeout"
+        renewed = Job.objects.get(pk=other.pk)
+        assert (renewed.lease_expires_at - renewed.claimed_at).total_seconds() > 25
+        while not pool.is_idle():
+            time.sleep(0.01)
+        # The slow job's late success was dropped: the timeout stands.
+        assert Job.objects.get(pk=slow.pk).status == JobStatus.EXHAUSTED
+        assert Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED
+    finally:
+        pool.stop(wait=10)
