@@ -30,7 +30,7 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from . import notify
+from . import notify, sql
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
@@ -184,42 +184,16 @@ SHARED, PER_JOB = "shared", "per job"  # where a column's values are: a paramete
 
 @functools.lru_cache(maxsize=256)
 def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: bool) -> str:
-    """The SQL of insert_statement; ``layout`` is ``(column, SHARED or PER_JOB)`` per column;
-    ``many``: the rows come from the JSON document (the last parameter but the channel)."""
+    """The SQL of insert_statement (``sql.insert_jobs``), built once per shape; ``layout`` is
+    ``(column, SHARED or PER_JOB)`` per column."""
     connection = connections[alias]
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    pk = quote(model._meta.pk.column)
-    columns = ", ".join(quote(name) for name, _ in layout)
-    if not many:
-        # VALUES gives each parameter the type of its column.
-        rows = f"VALUES ({', '.join(['%s'] * len(layout))})"
-    else:
-        columns_by_name = {c.name: c for c in _columns(model)}
-        select, position = [], 0
-        for name, source in layout:
-            column = columns_by_name[name]
-            if source == SHARED:
-                select.append(f"%s::{_type_without_length(column.field, connection)}")
-                continue
-            if column.is_json:  # JSON null is SQL NULL, as the ORM stores None
-                select.append(f"NULLIF(job.value -> {position}, 'null')")
-            else:
-                select.append(f"(job.value ->> {position})::"
-                              f"{_type_without_length(column.field, connection)}")
-            position += 1
-        rows = (
-            f"SELECT {', '.join(select)} "  # noqa: S608 - names only; values are parameters
-            "FROM jsonb_array_elements(%s::jsonb) AS job(value)"
-        )
-    insert = f"INSERT INTO {table} ({columns}) {rows}"  # noqa: S608 - names only
-    if not notify:
-        return f"{insert} RETURNING {pk}"
-    queue = quote(model._meta.get_field("queue").column)
-    return (
-        f"WITH inserted AS ({insert} RETURNING {pk}, {queue}) "  # noqa: S608 - names only
-        f"SELECT {pk}, pg_notify(%s, {queue}) FROM inserted"
+    columns_by_name = {c.name: c for c in _columns(model)}
+    described = tuple(
+        (name, source == SHARED, columns_by_name[name].is_json,
+         _type_without_length(columns_by_name[name].field, connection))
+        for name, source in layout
     )
+    return sql.insert_jobs(model, connection, described, notify=notify, many=many)
 
 
 def _type_without_length(field, connection) -> str:

@@ -306,3 +306,62 @@ def statement_timeout(connection) -> str | None:
     if connection.vendor == "postgresql":
         return "SELECT set_config('statement_timeout', %s, true)"
     return None
+
+
+def insert_jobs(model, connection, columns: tuple, *, notify: bool, many: bool) -> str:
+    """INSERT new jobs on PostgreSQL, returning their ids in insert order; returns the SQL text
+    (inserting.py decides what goes where and why).
+
+    ``columns`` are ``(name, shared, is_json, sql_type)``: a shared value is one parameter for
+    every row; the others come from the JSON document of ``many`` rows (one array per job, its
+    per-job values in column order), which ``jsonb_array_elements`` splits into rows in order.
+    One job (not ``many``) is ``INSERT ... VALUES``, every value a parameter. Parameters, in
+    order: the shared values, the document (``many``), then with ``notify`` the channel, for
+    ``pg_notify(channel, queue)`` per row (PostgreSQL delivers each distinct queue once, at
+    commit).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    pk = quote(model._meta.pk.column)
+    names = ", ".join(quote(name) for name, *_ in columns)
+    if not many:
+        # VALUES gives each parameter the type of its column.
+        rows = f"VALUES ({', '.join(['%s'] * len(columns))})"
+    else:
+        select, position = [], 0
+        for _, shared, is_json, sql_type in columns:
+            if shared:
+                select.append(f"%s::{sql_type}")
+                continue
+            if is_json:  # JSON null is SQL NULL, as the ORM stores None
+                select.append(f"NULLIF(job.value -> {position}, 'null')")
+            else:
+                select.append(f"(job.value ->> {position})::{sql_type}")
+            position += 1
+        rows = (
+            f"SELECT {', '.join(select)} "  # noqa: S608 - names only; values are parameters
+            "FROM jsonb_array_elements(%s::jsonb) AS job(value)"
+        )
+    insert = f"INSERT INTO {table} ({names}) {rows}"  # noqa: S608 - names only
+    if not notify:
+        return f"{insert} RETURNING {pk}"
+    queue = quote(model._meta.get_field("queue").column)
+    return (
+        f"WITH inserted AS ({insert} RETURNING {pk}, {queue}) "  # noqa: S608 - names only
+        f"SELECT {pk}, pg_notify(%s, {queue}) FROM inserted"
+    )
+
+
+def listen(channel: str) -> str:
+    """LISTEN on ``channel`` (a constant of ours: LISTEN takes no parameter)."""
+    return f'LISTEN "{channel}"'
+
+
+#: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
+#: table was first analyzed). Parameter: the quoted table name.
+TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
+
+
+def explain_json(query_sql: str) -> str:
+    """EXPLAIN (FORMAT JSON) of a query Django compiled (its parameters go with it)."""
+    return "EXPLAIN (FORMAT JSON) " + query_sql

@@ -19,6 +19,8 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
+from .. import sql
+
 
 class EstimatedCountPaginator(Paginator):
     #: Results up to this size are counted exactly.
@@ -56,16 +58,15 @@ class EstimatedCountPaginator(Paginator):
         connection = connections[queryset.db]
         with connection.cursor() as cursor:
             if not queryset.query.where:
-                # Kept up to date by autovacuum's ANALYZE; -1 until the table was first analyzed.
                 cursor.execute(
-                    "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)",
+                    sql.TABLE_ROW_ESTIMATE,
                     [connection.ops.quote_name(queryset.model._meta.db_table)],
                 )
                 row = cursor.fetchone()
                 return max(int(row[0]), 0) if row else 0
             query = queryset.order_by().values("pk").query
-            sql, params = query.get_compiler(using=queryset.db).as_sql()
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)  # noqa: S608 - Django's SQL
+            query_sql, params = query.get_compiler(using=queryset.db).as_sql()
+            cursor.execute(sql.explain_json(query_sql), params)
             plan = cursor.fetchone()[0]
         if isinstance(plan, str):
             plan = json.loads(plan)

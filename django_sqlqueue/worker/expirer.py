@@ -8,23 +8,12 @@ its status).
 
 from dataclasses import dataclass
 
-from ..conf import QueueSettings
 from ..models import Job
-from .steps import check, positive, run_batches
-
-_defaults = QueueSettings()
+from .steps import BatchConfig, BatchStep
 
 
-@dataclass(frozen=True)
-class ExpirerConfig:
-    # Jobs expired per statement, each batch its own transaction (MAINTENANCE_BATCH_SIZE).
-    batch_size: int = _defaults.MAINTENANCE_BATCH_SIZE
-    # PostgreSQL: time limit of each batch's statements (None: none).
-    statement_timeout_seconds: float | None = _defaults.MAINTENANCE_STATEMENT_TIMEOUT_SECONDS
-
-    def __post_init__(self):
-        check(self, positive(self, "batch_size")
-              + positive(self, "statement_timeout_seconds", none_allowed=True))
+class ExpirerConfig(BatchConfig):
+    """The expirer's batch size and statement timeout."""
 
 
 @dataclass(frozen=True)
@@ -33,17 +22,13 @@ class ExpirerResult:
     batches: int = 0
 
 
-class Expirer:
-    def __init__(self, config: ExpirerConfig | None = None, *, alias: str):
-        self.config = config or ExpirerConfig()
-        self.alias = alias
+class Expirer(BatchStep):
+    config_class = ExpirerConfig
+
+    def batch(self, now, size: int) -> int:
+        return Job.objects.using(self.alias).expire(now, limit=size)
 
     def run_once(self, now=None, *, keep_going=None) -> ExpirerResult:
         """Expire every job past its ``expires_at`` ("now": the database's clock, or ``now``)."""
-        size = self.config.batch_size
-        expired, batches, _ = run_batches(
-            self.alias, lambda: Job.objects.using(self.alias).expire(now, limit=size),
-            size=size, statement_timeout=self.config.statement_timeout_seconds,
-            keep_going=keep_going,
-        )
+        expired, batches = self.run_batches(now, keep_going=keep_going)
         return ExpirerResult(expired=expired, batches=batches)

@@ -214,7 +214,8 @@ class WorkerProcess:
         while self.pool.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
         for entry in self.pool.busy():
-            self._release(entry.job)
+            if not entry.ran:  # still running; a finished job's outcome is the writer's
+                self._release(entry.job)
         self.writer.stop()  # write the outcomes still waiting for their batch
         self.finished.set()
         self.pool.stop()

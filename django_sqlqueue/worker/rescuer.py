@@ -9,23 +9,12 @@ claim token and the lease as read so that a heartbeat renewing the lease meanwhi
 
 from dataclasses import dataclass
 
-from ..conf import QueueSettings
 from ..models import Job
-from .steps import check, positive, run_batches
-
-_defaults = QueueSettings()
+from .steps import BatchConfig, BatchStep
 
 
-@dataclass(frozen=True)
-class RescuerConfig:
-    # Jobs rescued per statement, each batch its own transaction (MAINTENANCE_BATCH_SIZE).
-    batch_size: int = _defaults.MAINTENANCE_BATCH_SIZE
-    # PostgreSQL: time limit of each batch's statements (None: none).
-    statement_timeout_seconds: float | None = _defaults.MAINTENANCE_STATEMENT_TIMEOUT_SECONDS
-
-    def __post_init__(self):
-        check(self, positive(self, "batch_size")
-              + positive(self, "statement_timeout_seconds", none_allowed=True))
+class RescuerConfig(BatchConfig):
+    """The rescuer's batch size and statement timeout."""
 
 
 @dataclass(frozen=True)
@@ -34,19 +23,14 @@ class RescuerResult:
     batches: int = 0
 
 
-class Rescuer:
-    def __init__(self, config: RescuerConfig | None = None, *, alias: str):
-        self.config = config or RescuerConfig()
-        self.alias = alias
+class Rescuer(BatchStep):
+    config_class = RescuerConfig
+
+    def batch(self, now, size: int) -> int:
+        return Job.objects.using(self.alias).lease_expired(now).rescue(now, limit=size)
 
     def run_once(self, now=None, *, keep_going=None) -> RescuerResult:
         """Rescue every running job whose lease ran out ("now": the database's clock, or
         ``now``)."""
-        size = self.config.batch_size
-        rescued, batches, _ = run_batches(
-            self.alias,
-            lambda: Job.objects.using(self.alias).lease_expired(now).rescue(now, limit=size),
-            size=size, statement_timeout=self.config.statement_timeout_seconds,
-            keep_going=keep_going,
-        )
+        rescued, batches = self.run_batches(now, keep_going=keep_going)
         return RescuerResult(rescued=rescued, batches=batches)

@@ -7,8 +7,12 @@ many rows goes batch by batch, each batch one short transaction (``batches.short
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..batches import short_transaction
+from ..conf import QueueSettings
+
+_defaults = QueueSettings()
 
 
 class InvalidStepConfig(ValueError):
@@ -51,3 +55,39 @@ def run_batches(alias: str, batch: Callable[[], int], *, size: int,
             return total, batches, True
         if keep_going is not None and not keep_going():
             return total, batches, False
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """The config of a step that changes rows batch by batch (the expirer, the rescuer)."""
+
+    # Rows changed per statement, each batch its own transaction (MAINTENANCE_BATCH_SIZE).
+    batch_size: int = _defaults.MAINTENANCE_BATCH_SIZE
+    # PostgreSQL: time limit of each batch's statements (None: none).
+    statement_timeout_seconds: float | None = _defaults.MAINTENANCE_STATEMENT_TIMEOUT_SECONDS
+
+    def __post_init__(self):
+        check(self, positive(self, "batch_size")
+              + positive(self, "statement_timeout_seconds", none_allowed=True))
+
+
+class BatchStep:
+    """A step that changes rows batch by batch until none are left: ``batch(now, size)`` changes
+    up to ``size`` rows and returns how many; ``run_once`` returns ``(changed, batches)``."""
+
+    config_class = BatchConfig
+
+    def __init__(self, config: BatchConfig | None = None, *, alias: str):
+        self.config = config or self.config_class()
+        self.alias = alias
+
+    def batch(self, now, size: int) -> int:
+        raise NotImplementedError
+
+    def run_batches(self, now=None, *, keep_going=None) -> tuple[int, int]:
+        size = self.config.batch_size
+        changed, batches, _ = run_batches(
+            self.alias, lambda: self.batch(now, size), size=size,
+            statement_timeout=self.config.statement_timeout_seconds, keep_going=keep_going,
+        )
+        return changed, batches

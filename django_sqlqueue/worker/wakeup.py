@@ -9,6 +9,7 @@ import threading
 
 from django.db import connections
 
+from .. import sql
 from ..notify import CHANNEL, subscribe_in_process
 from .resilience import Backoff
 
@@ -64,7 +65,7 @@ class Wakeup:
         while not self._stopping.is_set():
             try:
                 with psycopg.connect(**self._connect_kwargs(), autocommit=True) as conn:
-                    conn.execute(f'LISTEN "{CHANNEL}"')
+                    conn.execute(sql.listen(CHANNEL))
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
                     while not self._stopping.is_set():
