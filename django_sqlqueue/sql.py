@@ -22,23 +22,19 @@ def now_sql(connection, plus_seconds: bool = False, *, in_filter: bool = False) 
     (a literal ``%`` doubled). ``in_filter``: for a WHERE condition, where PostgreSQL needs a
     value that is stable within the statement to use an index."""
     if connection.vendor == "postgresql":
-        # clock_timestamp(), not now(): now() is the start of the transaction. In a filter,
-        # statement_timestamp(): the start of this statement, one value for every row.
-        clock = "statement_timestamp()" if in_filter else "clock_timestamp()"
+        # clock_timestamp(), not now(): now() is the start of the transaction. As a scalar
+        # subquery, read once per statement, when first needed (after the rows were locked), so
+        # that every row of one claim gets the same time. In a filter, statement_timestamp():
+        # the start of this statement, one value for every row, which an index can use.
+        clock = "statement_timestamp()" if in_filter else "(SELECT clock_timestamp())"
         return f"({clock} + make_interval(secs => %s))" if plus_seconds else clock
-    # SQLite computes 'now' once per statement step, after taking its write lock. The text is
-    # exactly what Django writes for the same time ('YYYY-MM-DD HH:MM:SS.ffffff', and no fraction
-    # at all for a whole second), so that a value read back and compared for equality (a fence
-    # on the lease as read) matches it; strftime's %f gives milliseconds.
+    # SQLite computes 'now' once per statement step, after taking its write lock, to the
+    # millisecond. We write the end of that millisecond: never earlier than a time Python wrote
+    # to the microsecond just before (a job's enqueued_at and run_at), and text exactly as
+    # Django writes the same time ('YYYY-MM-DD HH:MM:SS.ffffff', the microseconds never zero),
+    # so that a value read back and compared for equality (a fence on the lease) matches.
     shift = ", printf('%%+.6f seconds', %s)" if plus_seconds else ""
-    if in_filter:
-        # The end of the current millisecond: a job enqueued a microsecond ago (its run_at
-        # written by Python to the microsecond) is due, as by PostgreSQL's clock.
-        return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) || '999')"
-    return (
-        "(SELECT CASE WHEN substr(t, -4) = '.000' THEN substr(t, 1, 19) ELSE t || '000' END "  # noqa: S608, E501 - no values: SQL text only
-        f"FROM (SELECT strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) AS t))"
-    )
+    return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) || '999')"
 
 
 class DatabaseNow(Func):
