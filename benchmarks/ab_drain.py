@@ -3,12 +3,12 @@
     git worktree add --detach /tmp/before <commit>
     benchmarks/.venvs/sqlqueue/bin/python -m benchmarks.ab_drain /tmp/before --rounds 3
 
-Both checkouts run the same driver (this checkout's benchmarks/) and the drain scenario of
+Each checkout runs its own benchmark driver (its benchmarks/) and the drain scenario of
 benchmarks/README.md (W = 2 worker processes, 20,000 no-op jobs) against one throwaway
 PostgreSQL server, each round in a fresh database, ``before`` and ``after`` alternating so that
 the machine's load falls on both. Prints the rates per round and the medians. Needs the
 django-sqlqueue benchmark virtualenv (``bash benchmarks/run.sh --quick --systems sqlqueue`` makes
-it); the other checkout's code is put first on ``PYTHONPATH``.
+it); each checkout's code runs from its own directory, ahead of the virtualenv's install.
 """
 
 import argparse
@@ -31,11 +31,12 @@ def drain_once(cluster, checkout: Path, label: str, n: int) -> dict:
     logdir = Path(tempfile.mkdtemp(prefix=f"ab-{label}-"))
     config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}}, "scenarios": ["drain"],
               "logdir": str(logdir)}
-    # The other checkout's django_sqlqueue first; this checkout's benchmarks package for both.
-    path = os.pathsep.join([str(checkout), str(ROOT)])
+    # Each checkout runs its own driver and code: the working directory comes first on
+    # sys.path, before the virtualenv's editable install of this checkout.
     done = subprocess.run(
         [str(venv_python("sqlqueue")), "-m", "benchmarks.driver", "sqlqueue", json.dumps(config)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+        cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         sys.exit(f"{label}: the driver failed:\n{done.stderr[-3000:]}")

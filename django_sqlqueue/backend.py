@@ -246,7 +246,7 @@ class DjangoTaskAttempt(Attempt):
 
     def finished(self, outcome, will_retry):
         result = self.task_result
-        if outcome.kind is OutcomeKind.SUCCEEDED:
+        if outcome.kind == OutcomeKind.SUCCEEDED:
             status = TaskResultStatus.SUCCESSFUL
             object.__setattr__(result, "_return_value", outcome.result)
         else:

@@ -44,7 +44,7 @@ def report(job, outcome: Outcome, applied: bool) -> RunResult:
     """Log one key=value line for the outcome and return it as a RunResult."""
     if not applied:
         kind = "lost"
-    elif outcome.kind is OutcomeKind.RESCHEDULED:
+    elif outcome.kind == OutcomeKind.RESCHEDULED:
         kind = "rescheduled"
     else:
         kind = job.status

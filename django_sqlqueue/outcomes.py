@@ -11,7 +11,7 @@ outcome writer all write through here.
 
 import datetime as dt
 import traceback as tb
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import connections
 from django.utils import timezone
@@ -24,8 +24,7 @@ from .runner import Outcome, OutcomeKind
 from .statuses import JobStatus
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):  # a tuple: one is made per finished job, on the hot path
     """What one outcome writes to a running job's row (None: leave the column as it is)."""
 
     status: JobStatus
@@ -40,17 +39,17 @@ def transition(job, outcome: Outcome, *, now=None) -> Transition:
     """The transition of ``outcome`` for ``job`` (with its attempts as claimed)."""
     now = now or timezone.now()
     kind = outcome.kind
-    if kind is OutcomeKind.SUCCEEDED:
+    if kind == OutcomeKind.SUCCEEDED:
         validation.check_json(outcome.result, "the result")
         return Transition(JobStatus.SUCCEEDED, result=outcome.result, finished_at=now)
-    if kind is OutcomeKind.RESCHEDULED:
+    if kind == OutcomeKind.RESCHEDULED:
         if outcome.run_at is None and outcome.delay is None:
             raise InvalidSchedule("reschedule() needs run_at or delay.")
         return Transition(JobStatus.QUEUED, run_at=validation.run_at(outcome.run_at,
                                                                      outcome.delay, now),
                           give_back=True)
     errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
-    if kind is OutcomeKind.FAILED and job.attempts < job.max_attempts:
+    if kind == OutcomeKind.FAILED and job.attempts < job.max_attempts:
         delay = outcome.delay if outcome.delay is not None else retry_delay_seconds(
             job.attempts,
             backoff=job.retry_backoff_seconds,

@@ -222,7 +222,8 @@ class JobQuerySet(models.QuerySet):
             picked_params = (*db_now, *(queues or ()), limit)
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
-        returned = _returned_fields(self.model, tuple(set_values))
+        # The lease is the claim time plus the lease, computed here rather than read back.
+        returned = _returned_fields(self.model, (*set_values, "lease_expires_at"))
         statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
@@ -233,6 +234,10 @@ class JobQuerySet(models.QuerySet):
             rows = cursor.fetchall()
         set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
         jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
+        if now is None:
+            lease_delta = dt.timedelta(seconds=lease_seconds)
+            for job in jobs:
+                job.lease_expires_at = job.claimed_at + lease_delta
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 

@@ -40,15 +40,12 @@ class OutcomeKind(str, enum.Enum):
 class Outcome:
     """An attempt's outcome, before it is written."""
 
-    kind: OutcomeKind
+    kind: OutcomeKind  # or its string value
     result: object = None
     error: BaseException | None = None
     run_at: object = None  # of a reschedule
     delay: float | None = None  # of a reschedule, or before the retry (None: the job's policy)
     duration_seconds: float = 0.0
-
-    def __post_init__(self):
-        self.kind = OutcomeKind(self.kind)
 
 
 class Attempt:
@@ -166,9 +163,9 @@ def _over(attempt: Attempt, outcome: Outcome) -> Outcome:
 
 def will_retry(job, outcome: Outcome) -> bool:
     """Whether the job runs again after this outcome (the outcome writer decides the same)."""
-    if outcome.kind is OutcomeKind.RESCHEDULED:
+    if outcome.kind == OutcomeKind.RESCHEDULED:
         return True
-    return outcome.kind is OutcomeKind.FAILED and job.attempts < job.max_attempts
+    return outcome.kind == OutcomeKind.FAILED and job.attempts < job.max_attempts
 
 
 def arguments(job) -> tuple:

@@ -109,15 +109,26 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     ``attempts`` is always incremented in SQL (not from a value read earlier).
     """
     quote = connection.ops.quote_name
-    values = {PARAM: "%s", NOW: now_sql(connection),
-              NOW_PLUS: now_sql(connection, plus_seconds=True)}
+    clock, clock_from = "", ""
+    if connection.vendor == "postgresql":
+        # One reading of the clock for every row and column of the claim: NOW_PLUS is then
+        # exactly NOW plus the seconds, and the caller can compute it instead of reading it back.
+        # A materialised CTE is read once (a subquery in FROM would run again for every row).
+        clock = "WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now) "
+        clock_from = " FROM clock"
+        values = {PARAM: "%s", NOW: "clock.now",
+                  NOW_PLUS: "(clock.now + make_interval(secs => %s))"}
+    else:
+        values = {PARAM: "%s", NOW: now_sql(connection),
+                  NOW_PLUS: now_sql(connection, plus_seconds=True)}
     sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
             for name, how in assignments]
     attempts = quote(model._meta.get_field("attempts").column)
     sets.append(f"{attempts} = {attempts} + 1")
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
     return (
-        f"UPDATE {quote(model._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
+        f"{clock}UPDATE {quote(model._meta.db_table)} "  # noqa: S608 - names only
+        f"SET {', '.join(sets)}{clock_from} "
         f"WHERE {quote(model._meta.pk.column)} IN ({picked_ids_sql}) RETURNING {columns}"
     )
 
@@ -139,21 +150,20 @@ def record_outcomes(model, connection, rows):
         "id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
         "lease_expires_at", "max_attempts")}
     running = JobStatus.RUNNING.value
+    succeeded = JobStatus.SUCCEEDED.value
+    if all(row[2] == succeeded for row in rows):
+        # Nearly every batch: successes only, which set fewer columns (measured: the general
+        # statement cost PostgreSQL 10% more per job, and the worker a JSON key per column).
+        return _record_successes(table, col, connection, model, rows)
     if connection.vendor == "postgresql":
-        document = json.dumps([
-            {"id": pk, "token": str(token), "status": status, "result": result,
-             "errors": errors, "run_at": run_at.isoformat() if run_at else None,
-             "finished_at": finished_at.isoformat() if finished_at else None,
-             "give_back": int(give_back)}
-            for pk, token, status, result, errors, run_at, finished_at, give_back in rows
-        ])
+        document = json.dumps([_outcome_row(*row) for row in rows])
         sql = (
             f"UPDATE {table} AS job SET {col['status']} = v.status, "  # noqa: S608 - names only
             f"{col['result']} = v.result, "
             f"{col['errors']} = COALESCE(v.errors, job.{col['errors']}), "
             f"{col['run_at']} = COALESCE(v.run_at, job.{col['run_at']}), "
             f"{col['finished_at']} = v.finished_at, {col['lease_expires_at']} = NULL, "
-            f"{col['max_attempts']} = job.{col['max_attempts']} + v.give_back "
+            f"{col['max_attempts']} = job.{col['max_attempts']} + COALESCE(v.give_back, 0) "
             "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
             "result jsonb, errors jsonb, run_at timestamptz, finished_at timestamptz, "
             "give_back int) "
@@ -302,6 +312,61 @@ def statement_timeout(connection) -> str | None:
     if connection.vendor == "postgresql":
         return "SELECT set_config('statement_timeout', %s, true)"
     return None
+
+
+def _record_successes(table, col, connection, model, rows):
+    """record_outcomes for rows that are all successes: status, result and finished_at."""
+    running, succeeded = JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value
+    if connection.vendor == "postgresql":
+        document = json.dumps([
+            {"id": pk, "token": str(token), "result": result,
+             "finished_at": finished_at.isoformat()}
+            for pk, token, _, result, _, _, finished_at, _ in rows
+        ])
+        sql = (
+            f"UPDATE {table} AS job SET {col['status']} = '{succeeded}', "  # noqa: S608
+            f"{col['result']} = v.result, {col['finished_at']} = v.finished_at, "
+            f"{col['lease_expires_at']} = NULL "
+            "FROM json_to_recordset(%s::json) "
+            "AS v (id bigint, token uuid, result jsonb, finished_at timestamptz) "
+            f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
+            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}"
+        )
+        return sql, [document]
+    fields = [model._meta.get_field(name) for name in ("id", "claim_token", "result",
+                                                          "finished_at")]
+    params = []
+    for pk, token, _, result, _, _, finished_at, _ in rows:
+        params += [None if value is None else field.get_db_prep_save(value, connection)
+                   for field, value in zip(fields, (pk, token, result, finished_at),
+                                           strict=True)]
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    sql = (
+        f"UPDATE {table} SET {col['status']} = '{succeeded}', "  # noqa: S608 - names only
+        f"{col['result']} = v.column3, {col['finished_at']} = v.column4, "
+        f"{col['lease_expires_at']} = NULL "
+        f"FROM (VALUES {values}) AS v "
+        f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
+        f"AND {table}.{col['status']} = '{running}' RETURNING {table}.{col['id']}"
+    )
+    return sql, params
+
+
+def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back) -> dict:
+    """One row of record_outcomes' document; keys left out are NULL (most outcomes are
+    successes, which set few columns)."""
+    row = {"id": pk, "token": str(token), "status": status}
+    if result is not None:
+        row["result"] = result
+    if errors is not None:
+        row["errors"] = errors
+    if run_at is not None:
+        row["run_at"] = run_at.isoformat()
+    if finished_at is not None:
+        row["finished_at"] = finished_at.isoformat()
+    if give_back:
+        row["give_back"] = 1
+    return row
 
 
 def insert_jobs(model, connection, columns: tuple, *, notify: bool, many: bool) -> str:

@@ -168,14 +168,14 @@ class Pool:
         """The writer's callback: the job is no longer held once its thread is done too."""
         with self._lock:
             entry = self._held.get(job.pk)
-            released = entry is not None and entry.ran
+            backlog_was_full = self._unwritten >= self.max_backlog
             if entry is not None:
                 entry.written = True
-                if released:
+                if entry.ran:
                     self._forget(entry)
         self.on_result(report(job, outcome, applied))
-        if released:
-            self.on_slot_free()
+        if backlog_was_full:
+            self.on_slot_free()  # claims stopped at the cap: they may go on
 
     def _forget(self, entry) -> None:
         """No longer held (under the lock)."""
@@ -240,7 +240,6 @@ class Pool:
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
         self.writer.submit(job, outcome)  # held (and its lease renewed) until written
-        tidy_connections()
 
     def _record_duration(self, seconds: float) -> None:
         previous = self.mean_duration
