@@ -221,6 +221,9 @@ class DjangoTaskAttempt(Attempt):
     """One attempt of a django.tasks job, for the runner: Django's signals and TaskResult, JSON
     results as Django normalizes them, and the backend's retry policy."""
 
+    sends_signals = True
+    __slots__ = ("task", "backend", "task_result", "_error")
+
     def __init__(self, job, task):
         args, kwargs = arguments(job)
         self.task = task
@@ -265,7 +268,7 @@ class DjangoTaskAttempt(Attempt):
         self._error = error
 
     def _has_error(self, error) -> bool:
-        return getattr(self, "_error", None) is error
+        return getattr(self, "_error", None) is error  # unset until an error was added
 
 
 def load_attempt(job) -> DjangoTaskAttempt:

@@ -5,10 +5,14 @@ import functools
 import uuid
 from dataclasses import dataclass, field
 
+from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Greatest
+from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from . import sql
 from .batches import short_transaction
@@ -223,7 +227,7 @@ class JobQuerySet(models.QuerySet):
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
         # The lease is the claim time plus the lease, computed here rather than read back.
-        returned = _returned_fields(self.model, (*set_values, "lease_expires_at"))
+        returned = _returned_fields(self.model, (*set_values, "claimed_at", "lease_expires_at"))
         statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
@@ -233,11 +237,17 @@ class JobQuerySet(models.QuerySet):
             cursor.execute(statement, (*params, *clock_params, *picked_params))
             rows = cursor.fetchall()
         set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
+        if now is None and rows:
+            # Every row ends with the claim time, as text: parsed once for the whole claim.
+            claimed_at = parse_datetime(rows[0][-1])
+            if settings.USE_TZ and timezone.is_naive(claimed_at):  # SQLite's text is UTC
+                claimed_at = claimed_at.replace(tzinfo=dt.timezone.utc)
+            elif not settings.USE_TZ and timezone.is_aware(claimed_at):  # as the ORM reads it
+                claimed_at = timezone.make_naive(claimed_at)
+            set_values["claimed_at"] = claimed_at
+            set_values["lease_expires_at"] = claimed_at + dt.timedelta(seconds=lease_seconds)
+            rows = [row[:-1] for row in rows]
         jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
-        if now is None:
-            lease_delta = dt.timedelta(seconds=lease_seconds)
-            for job in jobs:
-                job.lease_expires_at = job.claimed_at + lease_delta
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 
@@ -398,6 +408,14 @@ class JobQuerySet(models.QuerySet):
 
 # ---- helpers of claim -------------------------------------------------------------------------
 # The claim runs a few hundred times a second per worker; its SQL text is built once per shape.
+@receiver(setting_changed)
+def _forget_sql(*, setting, **kwargs):
+    """The claim's SQL text depends on USE_TZ (SQLite's clock) and the databases."""
+    if setting in ("USE_TZ", "DATABASES"):
+        _ready_ids_sql.cache_clear()
+        _claim_sql.cache_clear()
+
+
 @functools.lru_cache(maxsize=64)
 def _ready_ids_sql(model, alias, queue_count, db_clock):
     return sql.ready_ids(model, connections[alias], queue_count=queue_count, db_clock=db_clock)

@@ -52,6 +52,11 @@ class Attempt:
     """One attempt of one job, as an adapter runs it. The adapter for ``@job`` functions is the
     base class; the ``django.tasks`` backend subclasses it."""
 
+    #: Whether ``started``/``finished`` do anything: the base class sends no signals, and a
+    #: worker runs thousands of attempts a second, so the runner skips the calls then.
+    sends_signals = False
+    __slots__ = ("job", "function", "args", "kwargs", "is_async")
+
     def __init__(self, job, function, args, kwargs, *, is_async=False):
         self.job = job
         self.function = function  # called with (*args, **kwargs)
@@ -122,7 +127,8 @@ def _run(job) -> Outcome:
         return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
     except InvalidJob as exc:
         return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
-    attempt.started()
+    if attempt.sends_signals:
+        attempt.started()
     token = _current_job.set(job)
     try:
         value = attempt.call()
@@ -157,7 +163,8 @@ def _failed(attempt: Attempt, error: BaseException) -> Outcome:
 
 
 def _over(attempt: Attempt, outcome: Outcome) -> Outcome:
-    attempt.finished(outcome, will_retry(attempt.job, outcome))
+    if attempt.sends_signals:
+        attempt.finished(outcome, will_retry(attempt.job, outcome))
     return outcome
 
 

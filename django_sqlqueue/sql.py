@@ -6,6 +6,7 @@ and the status constants of statuses.py are put into the SQL text.
 
 import json
 
+from django.conf import settings
 from django.db.models import DateTimeField, Func
 
 from .statuses import READY_STATUSES, JobStatus
@@ -34,7 +35,9 @@ def now_sql(connection, plus_seconds: bool = False, *, in_filter: bool = False) 
     # Django writes the same time ('YYYY-MM-DD HH:MM:SS.ffffff', the microseconds never zero),
     # so that a value read back and compared for equality (a fence on the lease) matches.
     shift = ", printf('%%+.6f seconds', %s)" if plus_seconds else ""
-    return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{shift}) || '999')"
+    # Django stores UTC with USE_TZ, local time without it.
+    local = "" if settings.USE_TZ else ", 'localtime'"
+    return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{local}{shift}) || '999')"
 
 
 class DatabaseNow(Func):
@@ -96,7 +99,8 @@ PARAM, NOW, NOW_PLUS = "param", "now", "now plus"
 def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     """UPDATE the picked rows and return the columns of ``returning`` (field names); returns the
     SQL text. ``assignments`` are ``(field name, PARAM | NOW | NOW_PLUS)``: their parameters, in
-    that order, come before those of ``picked_ids_sql``.
+    that order, come before those of ``picked_ids_sql``. With NOW, each row also returns, last,
+    the time set as text (the same for every row: the caller parses it once, not per row).
 
     ``picked_ids_sql`` selects the ids to claim; on PostgreSQL it ends in ``FOR UPDATE SKIP
     LOCKED``, so concurrent claimers each lock different rows and never wait for each other. On
@@ -126,6 +130,8 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     attempts = quote(model._meta.get_field("attempts").column)
     sets.append(f"{attempts} = {attempts} + 1")
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+    if any(how == NOW for _, how in assignments):
+        columns += ", clock.now::text" if clock else f", {values[NOW]}"
     return (
         f"{clock}UPDATE {quote(model._meta.db_table)} "  # noqa: S608 - names only
         f"SET {', '.join(sets)}{clock_from} "

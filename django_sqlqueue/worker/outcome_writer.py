@@ -111,6 +111,7 @@ def _transition(job, outcome: Outcome):
     """The outcome's transition, computed when it happened (its time, its traceback)."""
     now = timezone.now()
     try:
-        return outcomes.transition(job, outcome, now=now)
+        # Only the runner's outcomes come here, and it checked their results.
+        return outcomes.transition(job, outcome, now=now, result_checked=True)
     except InvalidJob as exc:  # e.g. a result that is not JSON: the attempt failed for good
         return outcomes.transition(job, Outcome(OutcomeKind.ABORTED, error=exc), now=now)

@@ -133,7 +133,7 @@ SQL_ASSEMBLY = {
                "message", "entry", "at",
                # the INSERT of new jobs (moved from inserting.py): names and column types
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
-               "select", "clock_from", "succeeded"},
+               "select", "clock_from", "succeeded", "local"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
