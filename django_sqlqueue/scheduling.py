@@ -250,3 +250,43 @@ def _db_time(connection, value):
 
 
 _JOB_FIELDS = frozenset(field.name for field in Job._meta.concrete_fields)
+
+
+# ---- reading -----------------------------------------------------------------------------------
+def summaries(queryset, *, now: dt.datetime, next_count: int = 5) -> list:
+    """One dict per schedule of ``queryset``, plain JSON: what ``manage.py schedules`` prints.
+    Times are ISO 8601 in the schedule's time zone (UTC for intervals)."""
+    rows = list(queryset)
+    last_jobs = Job.objects.using(queryset.db).only("pk", "status").in_bulk(
+        [row.last_job_id for row in rows if row.last_job_id])
+    result = []
+    for row in rows:
+        try:
+            zone = row.timetable.zone if row.cron else UTC
+            next_runs = [tick.astimezone(zone).isoformat()
+                         for tick in row.next_runs(next_count, now=now)]
+            problem = None
+        except ValueError as exc:  # a definition that no longer parses
+            zone, next_runs, problem = UTC, [], str(exc)
+        job = last_jobs.get(row.last_job_id)
+
+        def local(value, zone=zone):
+            return None if value is None else value.astimezone(zone).isoformat()
+
+        result.append({
+            "name": row.name, "task": row.task_name, "state": row.state,
+            "description": row.describe(), "cron": row.cron or None,
+            "every_seconds": row.every_seconds, "timezone": row.timezone if row.cron else None,
+            "args": (row.payload or {}).get("args", []),
+            "kwargs": (row.payload or {}).get("kwargs", {}),
+            "next_runs": next_runs, "problem": problem,
+            "last_run_at": local(row.last_run_at),
+            "last_job": None if not row.last_job_id else {
+                "id": row.last_job_id, "status": job.status if job else "pruned"},
+            "last_enqueued_by": row.last_enqueued_by or None, "runs": row.runs,
+            "missed": row.missed, "catch_up": row.catch_up, "grace_seconds": row.grace_seconds,
+            "skipped_ticks": row.skipped_ticks, "last_skipped_at": local(row.last_skipped_at),
+            "paused_at": local(row.paused_at), "paused_by": row.paused_by or None,
+            "retired_at": local(row.retired_at),
+        })
+    return result
