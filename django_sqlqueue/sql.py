@@ -293,7 +293,8 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
 def read_clock(connection) -> str:
     """SELECT the database's "now" (``now_sql``), for Python code that needs it as a value: the
     scheduler decides which ticks are due by it. Execute with an empty parameter list."""
-    return f"SELECT {now_sql(connection)}"
+    now = now_sql(connection)
+    return f"SELECT {now}"
 
 
 def advance_schedule(model, connection) -> str:
