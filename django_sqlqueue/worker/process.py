@@ -322,11 +322,11 @@ class WorkerProcess:
 
     def _schedules_line(self) -> str:
         if self.scheduler is None:
-            return "not ticked by this worker (--no-scheduler)"
+            return "not synced or ticked by this worker (--no-scheduler)"
         synced = self.schedules_synced
-        count = len(synced.created) + len(synced.updated) + synced.unchanged if synced else 0
-        return (f"{count} declared in this code ({synced.summary() if synced else 'not synced'})"
-                f", due ticks enqueued every {self.config.scheduler_interval:g}s")
+        declared = len(synced.created) + len(synced.updated) + synced.unchanged
+        return (f"{declared} declared here (synced: {synced.summary()}); due ticks checked "
+                f"every {self.config.scheduler_interval:g}s")
 
     def _print_progress(self):
         try:

@@ -1,5 +1,6 @@
 """``manage.py schedules``: list the periodic schedules; sync, pause, resume or run one now."""
 
+import datetime as dt
 import json
 
 from django.conf import settings
@@ -98,5 +99,5 @@ def table(summaries) -> str:
 
 
 def short(iso: str) -> str:
-    """``2026-01-31T03:00:00+01:00`` -> ``2026-01-31 03:00:00+01:00``."""
-    return iso.replace("T", " ")
+    """``2026-01-31T03:00:00.714+01:00`` -> ``2026-01-31 03:00:00+01:00``."""
+    return dt.datetime.fromisoformat(iso).replace(microsecond=0).isoformat(sep=" ")
