@@ -245,9 +245,9 @@ class Schedule(models.Model):
     """
 
     MISSED_CHOICES = [
-        (tick_plan.LATEST, "run the latest missed tick once"),
-        (tick_plan.SKIP, "skip missed ticks"),
-        (tick_plan.CATCH_UP, "catch up, up to a bound"),
+        (tick_plan.LATEST, "run the latest once"),
+        (tick_plan.SKIP, "skip"),
+        (tick_plan.CATCH_UP, "catch up"),
     ]
 
     name = models.CharField(max_length=150, unique=True)

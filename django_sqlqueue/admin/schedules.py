@@ -69,7 +69,7 @@ def who(request) -> str:
 class ScheduleAdmin(admin.ModelAdmin):
     list_display = ("name", "task", "when", "time_zone", "state_badge", "next_runs",
                     "last_run", "missed_policy")
-    list_filter = (StateFilter, "missed")
+    list_filter = (StateFilter,)
     search_fields = ("name", "task_name")
     search_help_text = "Text in the schedule's name or its task's name."
     ordering = ("name",)
@@ -124,7 +124,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     def time_zone(self, row):
         if row.every_seconds:
             return format_html('<span class="sq-muted" title="{}">{}</span>',
-                               "an interval counts real seconds", "none (interval)")
+                               "an interval counts real seconds: no time zone", "-")
         return row.timezone
 
     @admin.display(description="state")
@@ -145,9 +145,11 @@ class ScheduleAdmin(admin.ModelAdmin):
         except ValueError as exc:
             return format_html('<span class="sq-error">{}</span>', str(exc))
         zone = row.timetable.zone if row.cron else timezone.get_current_timezone()
+        shape = "%a %d %b %H:%M:%S %Z" if any(t.second for t in ticks) else "%a %d %b %H:%M %Z"
         items = format_html_join(
-            "", "<li>{}</li>",
-            ((f"{tick.astimezone(zone):%a %Y-%m-%d %H:%M:%S %Z}",) for tick in ticks))
+            "", '<li title="{}">{}</li>',
+            ((tick.astimezone(zone).isoformat(), tick.astimezone(zone).strftime(shape))
+             for tick in ticks))
         note = " (once resumed)" if row.paused_at else ""
         return format_html('<ul class="sq-running">{}</ul>{}', items, note)
 
