@@ -114,12 +114,12 @@ def _sync_one(alias, name, spec, definition, now):
         return "unchanged"
     values = {**definition, "synced_at": clock, "version": F("version") + 1,
               "retired_at": None}
+    fence = {"pk": row.pk, "version": row.version, "retired_at": row.retired_at}
     if revive or any(key in changes for key in TIMING_FIELDS):
+        # A new cursor: only over the one read (a tick handled meanwhile moved it: read again).
         values["next_run_at"] = _first_tick_after(spec.timetable(), clock)
-    written = Schedule.objects.using(alias).filter(
-        pk=row.pk, version=row.version, next_run_at=row.next_run_at,
-        retired_at=row.retired_at,
-    ).update(**values)
+        fence["next_run_at"] = row.next_run_at
+    written = Schedule.objects.using(alias).filter(**fence).update(**values)
     if not written:
         return None
     logger.info("schedule name=%s %s (%s)", name, "revived" if revive else "updated",

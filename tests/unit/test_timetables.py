@@ -116,8 +116,11 @@ def test_starting_again_from_any_tick_gives_the_same_ticks(zone_name, expression
     """What lets any process take over from the cursor another one left: the ticks after a tick
     do not depend on where the walk began, through every DST change of the year."""
     table = CronTimetable(expression, zone_name)
-    for start in (dt.datetime(2025, 3, 8, tzinfo=UTC), dt.datetime(2025, 10, 24, tzinfo=UTC),
-                  dt.datetime(2025, 4, 4, tzinfo=UTC)):
+    # Around each change of 2025: New York (March 9, November 2), Berlin (March 30, October
+    # 26), Lord Howe (half an hour, April 6 and October 5).
+    for start in (dt.datetime(2025, 3, 8, tzinfo=UTC), dt.datetime(2025, 3, 29, tzinfo=UTC),
+                  dt.datetime(2025, 4, 5, tzinfo=UTC), dt.datetime(2025, 10, 4, tzinfo=UTC),
+                  dt.datetime(2025, 10, 25, tzinfo=UTC), dt.datetime(2025, 11, 1, tzinfo=UTC)):
         walked = list(itertools.islice(table.ticks_after(start), 200))
         stepped = [next(table.ticks_after(start))]
         while len(stepped) < len(walked):
