@@ -7,8 +7,11 @@ module, including ones Django imports before the app registry is ready.
 from .context import current_job
 from .exceptions import Abort, Reschedule
 from .registry import job
+from .schedules import schedule
 from .transactions import enqueue_on_commit
 
 __version__ = "0.1.0"
 
-__all__ = ["Abort", "Reschedule", "__version__", "current_job", "enqueue_on_commit", "job"]
+__all__ = [
+    "Abort", "Reschedule", "__version__", "current_job", "enqueue_on_commit", "job", "schedule",
+]

@@ -116,6 +116,23 @@ class SQLQueueBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
+    def scheduled_job_fields(self, task, args, kwargs, *, queue=None, priority=None) -> dict:
+        """The fields of the jobs a periodic schedule of ``task`` enqueues (schedules.py): those
+        ``enqueue()`` would insert for these arguments, with the schedule's queue and priority
+        if it names them (checked against this backend's ``QUEUES``)."""
+        changes = {key: value for key, value in (("queue_name", queue), ("priority", priority))
+                   if value is not None}
+        if changes:
+            task = task.using(**changes)
+        self.validate_task(task)
+        fields = job_fields(
+            DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
+            queue=task.queue_name, priority=task.priority, max_attempts=self.max_attempts(task),
+            timeout=getattr(task, "timeout", None),
+        )
+        fields["payload"]["backend"] = self.alias
+        return fields
+
     def max_attempts(self, task) -> int:
         """Attempts in all: the task's ``max_attempts``, else ``OPTIONS["MAX_ATTEMPTS"]``, else 1.
         A task that raises ends FAILED, as with Django's own backends, unless retries were

@@ -67,6 +67,10 @@ class QueueSettings:
     # PostgreSQL: longest a statement of a maintenance batch may run (SET LOCAL statement_timeout);
     # a batch over it fails alone and the step tries again at the next pass. None: no limit.
     MAINTENANCE_STATEMENT_TIMEOUT_SECONDS: float | None = 10.0
+    # How often each worker's scheduler looks for due periodic schedules (docs/schedules.md): a
+    # tick is enqueued this long after its time at most, while any worker runs. Every worker
+    # looks (one indexed SELECT of the schedule table); the database lets one enqueue each tick.
+    SCHEDULER_INTERVAL_SECONDS: float = 1.0
     # How often the leader looks for finished jobs to prune (it reads them without an index);
     # a backlog too large for one go is worked through at the passes after, not an interval later.
     PRUNE_INTERVAL_SECONDS: float = 600.0
@@ -96,6 +100,7 @@ _TYPES = {
     "MAINTENANCE_BATCH_SIZE": (int,),
     "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),
     "PRUNE_INTERVAL_SECONDS": (int, float),
+    "SCHEDULER_INTERVAL_SECONDS": (int, float),
     "KEEP_SUCCEEDED_SECONDS": (int, float, type(None)),
     "KEEP_FAILED_SECONDS": (int, float, type(None)),
     "MAX_PAYLOAD_BYTES": (int,),
@@ -178,7 +183,7 @@ def _check_ranges(conf: QueueSettings) -> None:
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
-                "PRUNE_INTERVAL_SECONDS"):
+                "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

@@ -43,6 +43,11 @@ class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters."""
 
 
+class InvalidPeriodicSchedule(SQLQueueError, ValueError):
+    """A periodic schedule (``@schedule``) has an invalid cron expression, interval, time zone,
+    missed-tick policy, name or arguments."""
+
+
 class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: run this job again later, without counting a failure."""
 

@@ -302,6 +302,47 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
     )
 
 
+def read_clock(connection) -> str:
+    """SELECT the database's "now" (``now_sql``), for Python code that needs it as a value: the
+    scheduler decides which ticks are due by it. Execute with an empty parameter list."""
+    now = now_sql(connection)
+    return f"SELECT {now}"
+
+
+def advance_schedule(model, connection) -> str:
+    """Move one schedule's cursor, if it is still where the caller read it; SQL text whose
+    RETURNING gives the schedule's id when it moved.
+
+    Parameters, in order: the new ``next_run_at``, the number of ticks skipped, the latest tick
+    skipped (None keeps the column), then the schedule's id, its ``next_run_at`` and
+    ``version`` as read. The row must also still be active (not paused, not retired).
+
+    This is the one write that decides a tick: the caller enqueues the tick's job in the same
+    transaction only when a row came back, so of any number of processes that read the same
+    cursor, exactly one enqueues. On PostgreSQL the row is picked ``FOR UPDATE SKIP LOCKED``: a
+    process that finds another one advancing it goes on at once instead of waiting for its
+    commit (and, read committed, a row advanced meanwhile no longer matches the cursor). On
+    SQLite the statement runs under the database's write lock, and as the transaction's first
+    statement it takes that lock before reading anything.
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    col = {name: quote(model._meta.get_field(name).column) for name in (
+        "id", "next_run_at", "version", "paused_at", "retired_at", "skipped_ticks",
+        "last_skipped_at")}
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
+    return (
+        f"UPDATE {table} SET {col['next_run_at']} = %s, "  # noqa: S608 - names only
+        f"{col['skipped_ticks']} = {col['skipped_ticks']} + %s, "
+        f"{col['last_skipped_at']} = COALESCE(%s, {col['last_skipped_at']}) "
+        f"WHERE {col['id']} IN (SELECT {col['id']} FROM {table} WHERE {col['id']} = %s "
+        f"AND {col['next_run_at']} = %s AND {col['version']} = %s "
+        f"AND {col['paused_at']} IS NULL AND {col['retired_at']} IS NULL{lock}) "
+        f"RETURNING {col['id']}"
+    )
+
+
 def delete_jobs(model, connection, picked_ids_sql: str) -> str:
     """DELETE the jobs whose ids ``picked_ids_sql`` selects, in one statement; SQL text whose
     RETURNING gives their ids. Parameters: those of ``picked_ids_sql``."""

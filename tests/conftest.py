@@ -77,3 +77,16 @@ def run_python():
         )
 
     return start
+
+
+@pytest.fixture
+def declared_schedules():
+    """The registry of @schedule declarations, emptied for the test and restored after it:
+    a test declares its own schedules without leaking them into others."""
+    from django_sqlqueue import schedules
+
+    saved = dict(schedules._declared)
+    schedules._declared.clear()
+    yield schedules._declared
+    schedules._declared.clear()
+    schedules._declared.update(saved)

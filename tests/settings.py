@@ -105,3 +105,7 @@ if django.VERSION >= (6, 0):
     }
     # Workers only run django.tasks from modules imported at start-up.
     SQLQUEUE["TASK_MODULES"] = ["tasks", "jobs", "django_tasks"]
+
+if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
+    # The schedules of tests/testapp/periodic.py, for the workers of tests/process/test_schedules.
+    SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "periodic"]

@@ -3,20 +3,25 @@
 - Jobs (jobs.py): the list with filters and search, the read-only job page, and the actions
   retry now, run now, cancel and delete, each with its own permission (actions.py).
 - Workers (workers.py): live workers, their heartbeats and what each is running.
+- Schedules (schedules.py): the periodic schedules, their next runs and last outcome, and the
+  actions pause, resume and run now, each with its own permission.
 - The queue dashboard (dashboard.py, chart.py): per queue counts, lag and throughput, at
   ``<admin>/django_sqlqueue/job/dashboard/``, linked from the app's admin page and the lists.
 
 To use another admin site, register the same classes on it:
-``my_site.register(Job, JobAdmin)`` and ``my_site.register(Worker, WorkerAdmin)``.
+``my_site.register(Job, JobAdmin)``, ``my_site.register(Worker, WorkerAdmin)`` and
+``my_site.register(Schedule, ScheduleAdmin)``.
 """
 
 from django.contrib import admin
 
-from ..models import Job, Worker
+from ..models import Job, Schedule, Worker
 from .jobs import JobAdmin
+from .schedules import ScheduleAdmin
 from .workers import WorkerAdmin
 
-__all__ = ["JobAdmin", "WorkerAdmin"]
+__all__ = ["JobAdmin", "ScheduleAdmin", "WorkerAdmin"]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(Worker, WorkerAdmin)
+admin.site.register(Schedule, ScheduleAdmin)

@@ -35,6 +35,7 @@ class WorkerConfig:
     name: str | None = None  # prefix of the worker's identity; default: the host name
     database: str | None = None  # alias of the jobs database; default: the router's
     supervised: bool = False  # a child of the supervisor (recycles by exiting)
+    scheduler: bool = True  # sync and tick periodic schedules (--no-scheduler: False)
     host: str = field(default_factory=socket.gethostname)
 
     def __post_init__(self):
@@ -79,6 +80,7 @@ class WorkerConfig:
         self.default_timeout = settings.TIMEOUT_SECONDS
         self.notify = settings.NOTIFY
         self.maintenance_interval = settings.MAINTENANCE_INTERVAL_SECONDS
+        self.scheduler_interval = settings.SCHEDULER_INTERVAL_SECONDS
         self.keep_succeeded = settings.KEEP_SUCCEEDED_SECONDS
         self.keep_failed = settings.KEEP_FAILED_SECONDS
 

@@ -26,6 +26,7 @@ from .maintenance import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection
+from .scheduler import Scheduler, SchedulerConfig
 from .wakeup import Wakeup
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class WorkerProcess:
             keep_succeeded=config.keep_succeeded, keep_failed=config.keep_failed,
             worker_id=self.worker_id,
         )
+        self.scheduler = (Scheduler(SchedulerConfig(holder=self.worker_id), alias=self.alias)
+                          if config.scheduler else None)
+        self.schedules_synced = None  # scheduling.SyncResult of the sync at start
 
     # ---- life cycle --------------------------------------------------------------------
     def run(self) -> int:
@@ -80,6 +84,11 @@ class WorkerProcess:
         self._install_signal_handlers()
         call_with_retry(self._register, alias=self.alias, what="registering the worker",
                         stop=self.stopping.is_set)
+        if self.scheduler is not None:
+            # The schedules of this code into the table, before the first tick.
+            self.schedules_synced = call_with_retry(
+                self.scheduler.sync, alias=self.alias, what="syncing the schedules",
+                stop=self.stopping.is_set)
         self._print_banner()
         self.wakeup.start()
         self.writer.start()
@@ -88,6 +97,9 @@ class WorkerProcess:
                     until=self.finished)
         self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance",
                     until=self.stopping)
+        if self.scheduler is not None:
+            self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
+                        until=self.stopping)
         try:
             self._fetch_loop()
         finally:
@@ -303,9 +315,18 @@ class WorkerProcess:
             f"{' (supervised)' if self.config.supervised else ''}\n"
             f"  wake-up: {self.wakeup.mode}\n"
             f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
-            f"{self.config.heartbeat_interval:g}s"
+            f"{self.config.heartbeat_interval:g}s\n"
+            f"  schedules: {self._schedules_line()}"
             + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else "")
         )
+
+    def _schedules_line(self) -> str:
+        if self.scheduler is None:
+            return "not synced or ticked by this worker (--no-scheduler)"
+        synced = self.schedules_synced
+        declared = len(synced.created) + len(synced.updated) + synced.unchanged
+        return (f"{declared} declared here (synced: {synced.summary()}); due ticks checked "
+                f"every {self.config.scheduler_interval:g}s")
 
     def _print_progress(self):
         try:

@@ -4,24 +4,31 @@
    transaction rolls back and leaves neither an order nor a job behind.
 2. More jobs: scheduled, slow, unique (enqueued twice), flaky, always failing, async, rescheduling
    itself, high priority.
-3. ``manage.py runworker --burst`` runs them in a subprocess, 4 at a time, and exits once the
+3. The periodic schedules declared with ``@schedule`` in shop/tasks.py: the worker syncs them
+   and enqueues their ticks, one job each (``stock-check`` ticks every 2 seconds).
+4. ``manage.py runworker --burst`` runs them in a subprocess, 4 at a time, and exits once the
    queue is drained; its output is shown as it goes.
-4. A table of ``Job.objects.stats()`` and one sentence per job saying what happened to it.
+5. A table of ``Job.objects.stats()``, one sentence per job saying what happened to it, the
+   ticks the schedule fired and who enqueued them, and ``manage.py schedules``.
 """
 
 import os
 import subprocess
 import sys
 import threading
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connections, transaction
 from django.utils import timezone
 
-from django_sqlqueue.models import Job
+from django_sqlqueue.models import Job, Schedule
+from django_sqlqueue.schedules import declared
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.timetables import next_ticks
 
 from .models import Order
 from .tasks import (
@@ -44,6 +51,8 @@ SCHEDULE_DELAY_SECONDS = 3
 # the retries and the scheduled job leave gaps longer than that. The slow job holds a thread
 # until they are all due, so one burst runs the whole scenario.
 SLOW_JOB_SECONDS = SCHEDULE_DELAY_SECONDS + 1
+#: The schedule whose ticks the demo shows firing (every 2 s, in shop/tasks.py).
+DEMO_SCHEDULE = "stock-check"
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
 WORKER_OPTIONS = ["--burst", "--concurrency", "4", "--poll-interval", "0.5"]
 
@@ -86,7 +95,9 @@ class Demo:
     # ---- 1. orders -------------------------------------------------------------------------
     def reset(self):
         deleted, _ = Job.objects.all().delete()
-        self.line(f"--fresh: deleted {deleted} job(s) left by earlier runs (--keep keeps them)")
+        schedules, _ = Schedule.objects.all().delete()
+        self.line(f"--fresh: deleted {deleted} job(s) and {schedules} schedule row(s) left by "
+                  "earlier runs (--keep keeps them)")
 
     def place_orders(self) -> list:
         self.header("1. Orders: each receipt job is enqueued in the order's own transaction")
@@ -166,7 +177,20 @@ class Demo:
             "enqueued last, it is among the first jobs claimed"
         )
 
-    # ---- 3. processing ---------------------------------------------------------------------
+    # ---- 3. periodic schedules -------------------------------------------------------------
+    def show_schedules(self):
+        self.header("3. Periodic jobs: @schedule in shop/tasks.py")
+        now = timezone.now()
+        for spec in declared():
+            table = spec.timetable()
+            (first,) = next_ticks(table, now, 1)
+            zone = table.zone if spec.cron else timezone.get_current_timezone()
+            self.line(f"{spec.name:<13}{table.describe()}, {spec.task_label}; next tick "
+                      f"{first.astimezone(zone):%Y-%m-%d %H:%M:%S %Z}")
+        self.line("the worker syncs them into the schedule table when it starts, then enqueues "
+                  "each due tick once, whoever looks first")
+
+    # ---- 4. processing ---------------------------------------------------------------------
     def run_worker(self, timeout: float, verbosity: int = 1) -> int:
         """Run ``manage.py runworker --burst`` in a subprocess, relaying its output; its exit code.
 
@@ -176,7 +200,7 @@ class Demo:
         """
         command = [sys.executable, str(MANAGE_PY), "runworker", *WORKER_OPTIONS,
                    "--verbosity", str(verbosity)]
-        self.header("3. Running the jobs: manage.py runworker " + " ".join(WORKER_OPTIONS))
+        self.header("4. Running the jobs: manage.py runworker " + " ".join(WORKER_OPTIONS))
         self.line("(a subprocess; its output follows, with the console e-mail backend's receipts)")
         connections.close_all()  # nothing of ours stays open while the worker writes
         self.stdout.flush()
@@ -216,10 +240,10 @@ class Demo:
         except subprocess.TimeoutExpired:
             worker.kill()
 
-    # ---- 4. summary ------------------------------------------------------------------------
+    # ---- 5. summary ------------------------------------------------------------------------
     def summarize(self) -> list:
         """Print the stats table and what happened to each job; return what went unexpectedly."""
-        self.header("4. Summary: Job.objects.stats()")
+        self.header("5. Summary: Job.objects.stats()")
         stats = Job.objects.stats()
         present = {status for queue in stats.values() for status in queue.counts}
         statuses = [status for status in JobStatus.values if status in present]
@@ -239,6 +263,32 @@ class Demo:
                 problems.append(f"{job} should have {expected}")
             self.line(f"{short_name(job)} #{pk} ({note}) {self.story(job, jobs.values())}")
         self.explain_priority(jobs.values())
+        problems += self.explain_schedule()
+        self.header("manage.py schedules")
+        call_command("schedules", stdout=self.stdout)
+        return problems
+
+    def explain_schedule(self) -> list:
+        """The ticks the demo's schedule fired while the worker ran: one job each."""
+        prefix = f"schedule:{DEMO_SCHEDULE}@"
+        jobs = [job for job in Job.objects.filter(unique_key__startswith=prefix).order_by("run_at")
+                if job.schedule_name == DEMO_SCHEDULE]
+        per_tick = Counter(job.schedule_tick for job in jobs)
+        ran = [job for job in jobs if job.status == JobStatus.SUCCEEDED]
+        ticks = ", ".join(f"{timezone.localtime(t):%H:%M:%S}" for t in sorted(per_tick))
+        by = Counter(job.payload["schedule"]["by"] for job in jobs)
+        self.line(f"{DEMO_SCHEDULE} (every 2 s) fired {times_text(len(per_tick))} while the "
+                  f"worker ran: ticks {ticks or 'none'}, one job each, enqueued by "
+                  f"{', '.join(by) or 'nobody'}; {len(ran)} ran")
+        left = len(jobs) - len(ran)
+        if left:
+            self.line(f"({left} tick(s) came due as the worker was leaving: their jobs wait "
+                      "for the next worker)")
+        problems = []
+        if not ran:
+            problems.append(f"the schedule {DEMO_SCHEDULE} fired no job that ran")
+        if any(count > 1 for count in per_tick.values()):
+            problems.append(f"a tick of {DEMO_SCHEDULE} has more than one job")
         return problems
 
     def explain_priority(self, jobs):

@@ -9,11 +9,12 @@ import asyncio
 import datetime as dt
 import time
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 
-from django_sqlqueue import Reschedule, current_job, job
+from django_sqlqueue import Reschedule, current_job, job, schedule
 
 from .models import Order, Report
 
@@ -31,9 +32,17 @@ def send_receipt(order_id):
     return {"to": order.customer_email}
 
 
+@schedule(cron="5 0 * * *", timezone="Europe/Paris", name="daily-report")
 @job
-def build_daily_report(day_iso):
-    """Write the sales report of one day (an ISO date, since job arguments are JSON)."""
+def build_daily_report(day_iso=None):
+    """Write the sales report of one day (an ISO date, since job arguments are JSON).
+
+    Also scheduled, at 00:05 Paris time every night: then it has no date, and reports the day
+    before its tick (``current_job().schedule_tick``), however late the job runs.
+    """
+    if day_iso is None:
+        tick = current_job().schedule_tick.astimezone(ZoneInfo("Europe/Paris"))
+        day_iso = (tick.date() - dt.timedelta(days=1)).isoformat()
     day = dt.date.fromisoformat(day_iso)
     totals = Order.objects.filter(created_at__date=day).aggregate(
         orders=Count("pk"), revenue=Sum("total")
@@ -46,6 +55,17 @@ def build_daily_report(day_iso):
     )
     # A job's result is stored as JSON: a Decimal would be refused, so send the amount as text.
     return {"report_id": report.pk, "orders": totals["orders"], "revenue": str(revenue)}
+
+
+@schedule(every=2, name="stock-check")
+@job
+def check_stock():
+    """A periodic check, every 2 seconds (a demo's pace: a real shop would say every=300).
+
+    Whichever worker looks first enqueues each tick, exactly once; the job knows its tick.
+    """
+    tick = current_job().schedule_tick
+    return {"tick": tick and tick.isoformat(), "orders": Order.objects.count()}
 
 
 @job

@@ -172,3 +172,54 @@ def _recent(now, web1, web2) -> dict:
     job(0.5, task_name="shop.tasks.resize_image", queue="default",
         payload={"args": [], "kwargs": {"image_id": 88_213, "sizes": [320, 1200]}})
     return notable
+
+
+def seed_schedules(now=None) -> list:
+    """Four schedules, as workers would have synced them: a nightly report in Berlin time that
+    ran, a frequent check whose last job failed, a paused newsletter and a retired one. Each
+    last run is a job of its own, linked from the schedule."""
+    from django_sqlqueue.models import Schedule
+    from django_sqlqueue.timetables import CronTimetable, IntervalTimetable, ticks_from
+
+    now = now or timezone.now()
+    options = {"queue": "default", "priority": 0, "max_attempts": 3,
+               "retry_backoff_seconds": 5.0, "retry_min_delay_seconds": 1.0,
+               "retry_max_delay_seconds": 3600.0, "retry_jitter": 0.1,
+               "timeout_seconds": None, "max_age_seconds": None}
+
+    def create(name, task, *, cron="", every=None, timezone_name="UTC", status="succeeded",
+               kwargs=None, queue="default", **fields):
+        table = CronTimetable(cron, timezone_name) if cron else IntervalTimetable(every)
+        last_tick = None
+        for tick in ticks_from(table, now - dt.timedelta(days=8)):
+            if tick > now:
+                break
+            last_tick = tick
+        job = Job.objects.create(
+            task_name=task, queue=queue, payload={"args": [], "kwargs": kwargs or {}, "schedule": {
+                "name": name, "tick": last_tick.isoformat(), "by": "web-1:31337:a1f3c9"}},
+            status=status, attempts=1, run_at=last_tick, enqueued_at=last_tick,
+            claimed_at=last_tick, finished_at=last_tick + dt.timedelta(seconds=2),
+            unique_key=None, claimed_by="web-1:31337:a1f3c9",
+        )
+        return Schedule.objects.create(
+            name=name, task_name=task, cron=cron, every_seconds=every, timezone=timezone_name,
+            payload={"args": [], "kwargs": kwargs or {}},
+            job_options={**options, "queue": queue}, next_run_at=next(table.ticks_after(now)),
+            last_run_at=last_tick, last_job_id=job.pk, last_enqueued_by="web-1:31337:a1f3c9",
+            runs=fields.pop("runs", 40), created_at=now - dt.timedelta(days=30),
+            synced_at=now - dt.timedelta(days=2), **fields,
+        )
+
+    return [
+        create("sales-report-nightly", "shop.tasks.build_sales_report", cron="30 2 * * *",
+               timezone_name="Europe/Berlin", queue="reports", runs=30),
+        create("inventory-sync", "shop.tasks.sync_inventory", every=300, status="exhausted",
+               kwargs={"full": False}, runs=8_640, missed="catch_up", catch_up=12,
+               skipped_ticks=3, last_skipped_at=now - dt.timedelta(days=1)),
+        create("newsletter-monday", "shop.tasks.send_newsletter", cron="0 9 * * mon",
+               timezone_name="America/New_York", queue="emails", runs=4,
+               paused_at=now - dt.timedelta(hours=3), paused_by="admin:ops"),
+        create("legacy-export", "shop.tasks.export_legacy", cron="@daily", runs=120,
+               retired_at=now - dt.timedelta(days=1)),
+    ]

@@ -19,7 +19,7 @@ import pytest
 from django.urls import reverse
 
 from django_sqlqueue.models import Job
-from tests.admin.demo_data import seed
+from tests.admin.demo_data import seed, seed_schedules
 
 CHROMIUM = os.environ.get("SQLQUEUE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SQLQUEUE_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -135,6 +135,14 @@ def test_find_a_failed_job_retry_it_and_see_it_queued(
     browser.get(url("django_sqlqueue_worker_changelist"))
     assert "presumed dead" in text("#result_list")
     pngs.append(screenshots(browser, "admin-workers", max_height=600))
+
+    # The schedules: when each runs next, its last run and how it went.
+    seed_schedules()
+    browser.get(url("django_sqlqueue_schedule_changelist"))
+    listed = text("#result_list")
+    assert "At 02:30 every day (30 2 * * *)" in listed and "Every 5 minutes" in listed
+    assert "Exhausted" in listed and "paused" in listed and "retired" in listed
+    pngs.append(screenshots(browser, "admin-schedules", max_height=1100))
 
     for png in pngs:
         assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000

@@ -30,10 +30,10 @@ django.setup()
 
 from django.db import connection, transaction  # noqa: E402
 from newsite_app.models import Note  # noqa: E402
-from newsite_app.tasks import fail_on_purpose, write_note  # noqa: E402
+from newsite_app.tasks import fail_on_purpose, tick, write_note  # noqa: E402
 
 import django_sqlqueue  # noqa: E402
-from django_sqlqueue.models import Job, Worker  # noqa: E402
+from django_sqlqueue.models import Job, Schedule, Worker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NOTE_TEXT = "written by a job, from the wheel"
@@ -79,6 +79,8 @@ def installed():
     check(direct_url.get("url", "").endswith(".whl"),
           f"django-sqlqueue was not installed from a wheel: {direct_url}")
     say(f"installed from {direct_url['url'].rsplit('/', 1)[-1]}")
+    cronsim = metadata.distribution("cronsim")  # the cron library: a dependency, no extra
+    say(f"with cronsim {cronsim.version}, its one dependency besides Django")
 
     expected = os.environ["SITE_EXPECT_DATABASE"]
     check(connection.vendor == expected,
@@ -184,6 +186,19 @@ def wait_for(job, status, seconds=30):
     raise CheckFailed(f"job #{job.pk} is still {job.status} after {seconds}s, expected {status}")
 
 
+def wait_for_tick(seconds=30) -> Schedule:
+    """The site's schedule (newsite_app.tasks.tick, every second), once the live worker has
+    synced it and run one of its jobs."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        row = Schedule.objects.filter(task_name=tick.name).first()
+        if row is not None and Job.objects.filter(pk=row.last_job_id,
+                                                  status="succeeded").exists():
+            return row
+        time.sleep(0.2)
+    raise CheckFailed(f"the worker ran no job of the schedule of {tick.name} within {seconds}s")
+
+
 def admin_pages():
     from django.contrib.auth import get_user_model
     from django.test import Client
@@ -212,6 +227,8 @@ def admin_pages():
             live = write_note.enqueue(LIVE_NOTE_TEXT)
             wait_for(live, "succeeded")
             say(f"it ran job #{live.pk}")
+            ticked = wait_for_tick()
+            say(f"it synced the schedule {ticked.name!r} and ran its job #{ticked.last_job_id}")
             jobs = reverse("admin:django_sqlqueue_job_changelist")
             pages = [
                 ("the admin index", "get", reverse("admin:index"), {}, None),
@@ -241,6 +258,12 @@ def admin_pages():
                 (f"worker {worker.name}'s page", "get",
                  reverse("admin:django_sqlqueue_worker_change", args=[worker.pk]), {},
                  "worker/change_form.html"),
+                ("the schedules page", "get",
+                 reverse("admin:django_sqlqueue_schedule_changelist"), {},
+                 "schedule/change_list.html"),
+                (f"schedule {ticked.name}'s page", "get",
+                 reverse("admin:django_sqlqueue_schedule_change", args=[ticked.pk]), {},
+                 "schedule/change_form.html"),
             ]
             rendered = set()
             for label, method, url, data, template in pages:
@@ -256,6 +279,11 @@ def admin_pages():
                 check(present in html and absent not in html,
                       f"the list of {label} does not show the right jobs")
             say("the status filter lists the right jobs")
+            schedules_page = client.get(
+                reverse("admin:django_sqlqueue_schedule_changelist")).content.decode()
+            check("Every second" in schedules_page and ticked.name in schedules_page
+                  and "never" not in schedules_page,
+                  "the schedules page does not show the schedule and its last run")
             worker_page = client.get(reverse("admin:django_sqlqueue_worker_changelist"))
             check(worker.name in worker_page.content.decode(),
                   f"the workers page does not list the live worker {worker.name}")

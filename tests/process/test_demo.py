@@ -6,13 +6,15 @@ needs no test database and runs once, in the SQLite pass.
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLE_PROJECT = Path(__file__).resolve().parents[2] / "example_project"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_PROJECT = ROOT / "example_project"
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql") != "sqlite",
@@ -36,6 +38,8 @@ def test_demo_runs_on_a_fresh_database(tmp_path):
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        # This checkout's package, whatever is installed (an editable install of another one).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     migrate = manage("migrate", "--noinput", env=env)
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
@@ -52,7 +56,15 @@ def test_demo_runs_on_a_fresh_database(tmp_path):
     banner = next((line for line in output.splitlines() if "django-sqlqueue" in line), "")
     assert "worker" in banner, output
     assert "burst: nothing left to do" in output
-    # The demo enqueues 10 jobs; retries and a reschedule make 15 attempts. Both are said.
-    assert ("stopped after 15 attempt(s): 10 job(s) finished (9 succeeded, 1 exhausted), "
-            "4 failed attempt(s) to retry, 1 rescheduled") in output
+    # The schedule ticked every 2 s while the worker ran: one job per tick, which it ran.
+    fired = re.search(r"stock-check \(every 2 s\) fired .* while the worker ran: ticks (.*), one "
+                      r"job each, enqueued by (\S+); (\d+) ran", output)
+    assert fired, output
+    ticks, ran = fired[1].split(", "), int(fired[3])
+    assert 1 <= ran <= len(ticks) and fired[2].startswith(f"{os.uname().nodename}:")
+    assert re.search(r"\nstock-check +active +Every 2 seconds", output)  # manage.py schedules
+    # The demo enqueues 10 jobs; retries and a reschedule make 15 attempts, plus one per tick
+    # run. Both are said.
+    assert (f"stopped after {15 + ran} attempt(s): {10 + ran} job(s) finished ({9 + ran} "
+            "succeeded, 1 exhausted), 4 failed attempt(s) to retry, 1 rescheduled") in output
     assert "job finished task=shop.tasks.charge_card" in output  # the worker's per-job lines

@@ -82,3 +82,10 @@ async def async_record(tag=""):
     job = current_job()
     await Execution.objects.acreate(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
                                     tag=tag)
+
+
+@job(name="tests.tick_seen")
+def tick_seen(label=""):
+    """Return the schedule and tick the job was enqueued for (current_job().schedule_*)."""
+    job = current_job()
+    return {"schedule": job.schedule_name, "tick": job.schedule_tick.isoformat(), "label": label}

@@ -47,6 +47,9 @@ class Command(BaseCommand):
                                  "(default 30)")
         parser.add_argument("--name", help="worker name prefix (default: the host name)")
         parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        parser.add_argument("--no-scheduler", action="store_true",
+                            help="neither sync the @schedule declarations of this code nor "
+                                 "enqueue due ticks (other workers do)")
         parser.add_argument("--supervised", action="store_true", help=argparse_suppress())
 
     def handle(self, *args, **options):
@@ -59,6 +62,7 @@ class Command(BaseCommand):
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],
+                scheduler=not options["no_scheduler"],
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None

@@ -38,6 +38,7 @@ class Command(BaseCommand):
             demo.reset()
         orders = demo.place_orders()
         demo.enqueue_more(orders)
+        demo.show_schedules()
         try:
             code = demo.run_worker(timeout, verbosity)
         except KeyboardInterrupt:

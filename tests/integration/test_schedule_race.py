@@ -1,0 +1,78 @@
+"""Six processes race through the same 100 simulated ticks of two schedules: every tick gives
+exactly one job, whoever enqueues it. Then six more start together after three hours of
+downtime: the missed-tick policy is applied once. On PostgreSQL the cursor's fenced UPDATE
+picks the row FOR UPDATE SKIP LOCKED; on SQLite it runs under the write lock. Both must give
+one job a tick.
+"""
+
+import datetime as dt
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from django_sqlqueue import schedule, scheduling
+from django_sqlqueue.models import Job, Schedule
+from tests.testapp.tasks import add, tick_seen
+
+PROCESSES = 6
+TICKS = 100
+UTC = dt.timezone.utc
+T0 = dt.datetime(2030, 3, 31, 0, 0, tzinfo=UTC)
+MINUTE = dt.timedelta(minutes=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, db_url,
+                                                           run_python):
+    schedule(every=60, name="race-interval", args=[1, 2])(add)
+    schedule(cron="* * * * *", timezone="Europe/Berlin", name="race-cron")(tick_seen)
+    scheduling.sync("default", now=T0)
+    totals = race(run_python, db_url, "ticker", T0 + MINUTE, TICKS)
+
+    expected = {T0 + k * MINUTE for k in range(1, TICKS + 1)}
+    jobs = list(Job.objects.all())
+    per_tick = Counter((job.schedule_name, job.schedule_tick) for job in jobs)
+    for name in ("race-interval", "race-cron"):
+        ticks = {tick for (schedule_name, tick) in per_tick if schedule_name == name}
+        assert ticks == expected, name  # no tick missing, none extra...
+    assert set(per_tick.values()) == {1}  # ...and exactly one job for each
+    assert len(jobs) == 2 * TICKS
+    assert all(job.run_at == job.schedule_tick for job in jobs)
+    assert sum(t["fired"] for t in totals) == 2 * TICKS  # one winner per schedule and tick
+    assert sum(t["enqueued"] for t in totals) == 2 * TICKS
+    assert sum(t["skipped"] for t in totals) == 0
+    enqueuers = Counter(job.payload["schedule"]["by"] for job in jobs)
+    assert len(enqueuers) > 1, f"the processes did not actually race: {enqueuers}"
+    rows = {row.name: row for row in Schedule.objects.all()}
+    assert {name: (row.runs, row.next_run_at) for name, row in rows.items()} == {
+        name: (TICKS, T0 + (TICKS + 1) * MINUTE) for name in ("race-interval", "race-cron")}
+    lost = sum(t["lost"] for t in totals)
+    print(f"enqueued by: {dict(enqueuers)}; races lost: {lost}")
+
+    # Three hours without a worker, then six start at the same moment: each schedule runs its
+    # latest missed tick once (the default policy), and its 179 others are counted once.
+    later = T0 + (TICKS + 180) * MINUTE + 20 * dt.timedelta(seconds=1)
+    totals = race(run_python, db_url, "restarted", later, 1)
+    assert sum(t["fired"] for t in totals) == 2 and sum(t["skipped"] for t in totals) == 2 * 179
+    new = Job.objects.exclude(pk__in=[job.pk for job in jobs])
+    assert sorted((job.schedule_name, job.schedule_tick) for job in new) == [
+        ("race-cron", T0 + (TICKS + 180) * MINUTE), ("race-interval", T0 + (TICKS + 180) * MINUTE)]
+    assert set(Schedule.objects.values_list("skipped_ticks", flat=True)) == {179}
+
+
+def race(run_python, db_url, prefix, first_tick, ticks) -> list:
+    """Start PROCESSES ticker processes on one simulated clock; what each one's passes did."""
+    start_at = time.time() + 3  # every process is up and waiting by then
+    tickers = [
+        run_python("tests.support.ticker", f"{prefix}-{n}", str(start_at), first_tick.isoformat(),
+                   "60", str(ticks), env={"DATABASE_URL": db_url()})
+        for n in range(PROCESSES)
+    ]
+    totals = []
+    for proc in tickers:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        totals.append(json.loads(out.strip().splitlines()[-1]))
+    return totals
