@@ -5,7 +5,7 @@
 #   - Django 6.x on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
 #     the chaos suite and the browser test;
 #   - Django 6.0 on Python 3.13 (.venv-django60) and Django 5.2 LTS on python3 (.venv):
-#     everything but the chaos suite and the browser test.
+#     everything but the chaos suite, the browser test and the minute-long schedule test.
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
 # on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, Chromium).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -x -k notify`.
@@ -64,7 +64,7 @@ for venv in .venv .venv-django60 .venv-django6; do
     --settings=tests.settings
 done
 
-run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser" "$@"
-run_pass .venv-django60 "Django 6.0" --ignore=tests/chaos -m "not browser" "$@"
+run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser and not slow" "$@"
+run_pass .venv-django60 "Django 6.0" --ignore=tests/chaos -m "not browser and not slow" "$@"
 run_pass .venv-django6 "Django 6.1" "$@"
 exit $status
