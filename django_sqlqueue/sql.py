@@ -180,12 +180,8 @@ def record_outcomes(model, connection, rows):
     # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column8.
     fields = [model._meta.get_field(name) for name in (
         "id", "claim_token", "status", "result", "errors", "run_at", "finished_at")]
-    params = []
-    for row in rows:
-        *values, give_back = row
-        params += [None if value is None else field.get_db_prep_save(value, connection)
-                   for field, value in zip(fields, values, strict=True)]
-        params.append(int(give_back))
+    params = _values_params(connection, [*fields, None],
+                            [(*row[:7], int(row[7])) for row in rows])
     values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
     sql = (
         f"UPDATE {table} SET {col['status']} = v.column3, "  # noqa: S608 - names only
@@ -382,11 +378,8 @@ def _record_successes(table, col, connection, model, rows):
         return sql, [document]
     fields = [model._meta.get_field(name) for name in ("id", "claim_token", "result",
                                                           "finished_at")]
-    params = []
-    for pk, token, _, result, _, _, finished_at, _ in rows:
-        params += [None if value is None else field.get_db_prep_save(value, connection)
-                   for field, value in zip(fields, (pk, token, result, finished_at),
-                                           strict=True)]
+    params = _values_params(connection, fields, [
+        (pk, token, result, finished_at) for pk, token, _, result, _, _, finished_at, _ in rows])
     values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
     sql = (
         f"UPDATE {table} SET {col['status']} = '{succeeded}', "  # noqa: S608 - names only
@@ -397,6 +390,15 @@ def _record_successes(table, col, connection, model, rows):
         f"AND {table}.{col['status']} = '{running}' RETURNING {table}.{col['id']}"
     )
     return sql, params
+
+
+def _values_params(connection, fields, rows) -> list:
+    """The parameters of a ``VALUES`` list (SQLite): each value as its field saves it (a field of
+    None: the value as it is), NULL as NULL."""
+    return [
+        value if value is None or field is None else field.get_db_prep_save(value, connection)
+        for row in rows for field, value in zip(fields, row, strict=True)
+    ]
 
 
 def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back) -> dict:
