@@ -467,6 +467,51 @@ def listen(channel: str) -> str:
     return f'LISTEN "{channel}"'
 
 
+# ---- throughput and counts for the dashboard and manage.py stats -----------------------------
+
+def add_throughput_counts(model, connection, row_count: int) -> str:
+    """INSERT ``row_count`` rows of ThroughputCount, each adding its count to the row of the
+    same bucket if there is one (``ON CONFLICT ... DO UPDATE``, on PostgreSQL and SQLite): the
+    rollup adds a few minutes of finished jobs to the hour they fall in. Parameters: per row,
+    ``period_seconds, bucket_at, queue, task_name, status, count`` (prepared as the fields
+    save them)."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    names = ("period_seconds", "bucket_at", "queue", "task_name", "status", "count")
+    col = {name: quote(model._meta.get_field(name).column) for name in names}
+    columns = ", ".join(col[name] for name in names)
+    key = ", ".join(col[name] for name in names[:-1])
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * row_count)
+    count = col["count"]
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES {values} "  # noqa: S608 - names only
+        f"ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
+    )
+
+
+def repeatable_read(connection) -> str | None:
+    """SQL text that makes the transaction just begun read one snapshot for all its statements
+    (PostgreSQL; it must come before any query of the transaction), so that several reads
+    agree; None where a transaction reads one snapshot anyway (SQLite)."""
+    if connection.vendor == "postgresql":
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+    return None
+
+
+def sampled_status_counts(model, connection) -> str:
+    """PostgreSQL: ``(queue, status, rows)`` of a sample of about a given percent of the job
+    table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for estimates of
+    counts too dear to make exactly. Parameters: the percent, and the statuses to count (a
+    list). Pages are sampled whole, so rare values may be missed and the estimate is rough."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    queue, status = (quote(model._meta.get_field(name).column) for name in ("queue", "status"))
+    return (
+        f"SELECT {queue}, {status}, COUNT(*) FROM {table} "  # noqa: S608 - names only
+        f"TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY {queue}, {status}"
+    )
+
+
 #: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
 #: table was first analyzed). Parameter: the quoted table name.
 TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
