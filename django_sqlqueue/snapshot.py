@@ -108,7 +108,7 @@ def take(*, alias: str = "default", now: dt.datetime | None = None) -> Snapshot:
         text = sql.repeatable_read(connection)
         if text and not _in_outer_transaction(connection):
             with connection.cursor() as cursor:
-                cursor.execute(text)
+                cursor.execute(text, [])
         return _read(alias, now)
 
 
