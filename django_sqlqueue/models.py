@@ -189,6 +189,15 @@ class Job(models.Model):
         return applied
 
 
+class QueueDashboard(Job):
+    """No table of its own: a proxy of Job, only so that the admin index lists the queue
+    dashboard with the app's models (its admin's list is the dashboard, admin/links.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = verbose_name_plural = "queue dashboard"
+
+
 class Worker(models.Model):
     """A running worker process, as blueque keeps its listeners: who is alive, since when, doing
     how much. Rows are added at start, touched by every heartbeat, deleted at a clean exit, and
