@@ -469,24 +469,36 @@ def listen(channel: str) -> str:
 
 # ---- throughput and counts for the dashboard and manage.py stats -----------------------------
 
-def add_throughput_counts(model, connection, row_count: int) -> str:
-    """INSERT ``row_count`` rows of ThroughputCount, each adding its count to the row of the
-    same bucket if there is one (``ON CONFLICT ... DO UPDATE``, on PostgreSQL and SQLite): the
-    rollup adds a few minutes of finished jobs to the hour they fall in. Parameters: per row,
-    ``period_seconds, bucket_at, queue, task_name, status, count`` (prepared as the fields
-    save them)."""
+def add_throughput_counts(model, connection, rows: list) -> tuple[str, list]:
+    """INSERT ``rows`` of ThroughputCount, each adding its count to the row of the same bucket
+    if there is one (``ON CONFLICT ... DO UPDATE``, on PostgreSQL and SQLite): the rollup adds a
+    few minutes of finished jobs to the hour they fall in. ``rows`` are ``(period_seconds,
+    bucket_at, queue, task_name, status, count)``, no two with the same bucket; returns (SQL
+    text, parameters). PostgreSQL gets them as one JSON document (a VALUES list of thousands of
+    parameters costs psycopg more to send than the database to run); SQLite as a VALUES list,
+    so give it at most a few thousand rows per statement."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     names = ("period_seconds", "bucket_at", "queue", "task_name", "status", "count")
     col = {name: quote(model._meta.get_field(name).column) for name in names}
     columns = ", ".join(col[name] for name in names)
     key = ", ".join(col[name] for name in names[:-1])
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * row_count)
     count = col["count"]
-    return (
-        f"INSERT INTO {table} ({columns}) VALUES {values} "  # noqa: S608 - names only
-        f"ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
-    )
+    upsert = f"ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
+    if connection.vendor == "postgresql":
+        document = json.dumps([
+            {"p": period, "b": bucket_at.isoformat(), "q": queue, "t": task, "s": status,
+             "n": n} for period, bucket_at, queue, task, status, n in rows])
+        return (
+            f"INSERT INTO {table} ({columns}) "  # noqa: S608 - names only
+            "SELECT v.p, v.b, v.q, v.t, v.s, v.n FROM json_to_recordset(%s::json) "
+            "AS v (p integer, b timestamptz, q text, t text, s text, n bigint) "
+            f"{upsert}"
+        ), [document]
+    fields = [model._meta.get_field(name) for name in names]
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    return (f"INSERT INTO {table} ({columns}) VALUES {values} {upsert}",  # noqa: S608
+            _values_params(connection, fields, rows))
 
 
 def repeatable_read(connection) -> str | None:

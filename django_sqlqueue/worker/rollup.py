@@ -33,6 +33,7 @@ from ..statuses import FINISHED_STATUSES
 from .steps import check, positive
 
 MINUTE, HOUR = ThroughputCount.MINUTE, ThroughputCount.HOUR
+ROWS_PER_STATEMENT = 2000  # SQLite's VALUES list: 6 parameters a row, at most 32,766
 
 
 @dataclass(frozen=True)
@@ -129,26 +130,28 @@ class Rollup:
             .order_by()
         )
         buckets: dict = {}
+        counted = 0
+        # Minute rows only as far back as they are kept (a backlog needs its hours alone).
+        keep_minutes_from = now - dt.timedelta(seconds=config.keep_minutes_seconds)
         for minute, queue, task_name, status, n in rows:
-            for period, bucket_at in ((MINUTE, minute), (HOUR, floor_hour(minute))):
-                key = (period, bucket_at, queue, task_name, status)
-                buckets[key] = buckets.get(key, 0) + n
-        self._add(buckets)
+            counted += n
+            key = (HOUR, floor_hour(minute), queue, task_name, status)
+            buckets[key] = buckets.get(key, 0) + n
+            if minute >= keep_minutes_from:
+                buckets[(MINUTE, minute, queue, task_name, status)] = n
+        if buckets:
+            self._add(buckets)
         self._forget(now)
-        return sum(n for (period, *_), n in buckets.items() if period == MINUTE), end
+        return counted, end
 
     def _add(self, buckets: dict) -> None:
-        if not buckets:
-            return
         connection = connections[self.alias]
-        fields = [ThroughputCount._meta.get_field(name) for name in (
-            "period_seconds", "bucket_at", "queue", "task_name", "status", "count")]
-        params = [field.get_db_prep_save(value, connection)
-                  for key, n in sorted(buckets.items()) for field, value in
-                  zip(fields, (*key, n), strict=True)]
-        with connection.cursor() as cursor:
-            cursor.execute(sql.add_throughput_counts(ThroughputCount, connection, len(buckets)),
-                           params)
+        rows = [(*key, n) for key, n in sorted(buckets.items())]  # one lock order for all
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            text, params = sql.add_throughput_counts(
+                ThroughputCount, connection, rows[start:start + ROWS_PER_STATEMENT])
+            with connection.cursor() as cursor:
+                cursor.execute(text, params)
 
     def _forget(self, now) -> None:
         counts = ThroughputCount.objects.using(self.alias)

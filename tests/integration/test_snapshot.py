@@ -176,3 +176,11 @@ def test_json_document():
     assert queue["throughput"] == {"1h": finished(), "24h": finished(), "7d": finished()}
     assert document["workers"][0]["name"] == "web-1:1:x"
     assert document["workers"][0]["state"] == "alive"
+
+
+def test_rollup_writes_many_buckets_in_several_statements(monkeypatch):
+    monkeypatch.setattr("django_sqlqueue.worker.rollup.ROWS_PER_STATEMENT", 3)
+    finish_history()
+    Rollup(alias="default").run_once(NOW)
+    assert {q.name: q.throughput for q in snapshot.take(now=NOW).queues} == EXPECTED
+    assert ThroughputCount.objects.count() > 3
