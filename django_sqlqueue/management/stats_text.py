@@ -31,7 +31,7 @@ def lines(snap) -> list[str]:
     rows = [[heading for heading, _ in COLUMNS]]
     for queue in snap.queues:
         counts, hour = queue.counts, queue.throughput["1h"]
-        lag = "-" if queue.lag_seconds is None else seconds_text(queue.lag_seconds)
+        lag = "-" if queue.lag_seconds is None else seconds_text(queue.lag_seconds, coarse=True)
         rows.append([
             queue.name, str(counts["queued"]), str(counts["scheduled"]), str(counts["running"]),
             str(counts["failed"]), f"{approx}{counts['exhausted']}",

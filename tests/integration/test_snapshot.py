@@ -10,6 +10,7 @@ from django.db import connection
 from django_sqlqueue import snapshot
 from django_sqlqueue.models import Job, ThroughputCount, ThroughputCursor
 from django_sqlqueue.worker.rollup import Rollup, RollupConfig
+from django_sqlqueue.worker.steps import InvalidStepConfig
 from tests.factories import JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +185,9 @@ def test_rollup_writes_many_buckets_in_several_statements(monkeypatch):
     Rollup(alias="default").run_once(NOW)
     assert {q.name: q.throughput for q in snapshot.take(now=NOW).queues} == EXPECTED
     assert ThroughputCount.objects.count() > 3
+
+
+@pytest.mark.parametrize("field", ["delay_seconds", "span_seconds", "run_spans"])
+def test_rollup_config_is_checked(field):
+    with pytest.raises(InvalidStepConfig, match=f"RollupConfig: {field} must be more than 0"):
+        RollupConfig(**{field: 0})
