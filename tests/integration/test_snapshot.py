@@ -9,6 +9,7 @@ from django.db import connection
 
 from django_sqlqueue import snapshot
 from django_sqlqueue.models import Job, ThroughputCount, ThroughputCursor
+from django_sqlqueue.worker.maintenance import Maintenance
 from django_sqlqueue.worker.rollup import Rollup, RollupConfig
 from django_sqlqueue.worker.steps import InvalidStepConfig
 from tests.factories import JobFactory, WorkerFactory
@@ -191,3 +192,15 @@ def test_rollup_writes_many_buckets_in_several_statements(monkeypatch):
 def test_rollup_config_is_checked(field):
     with pytest.raises(InvalidStepConfig, match=f"RollupConfig: {field} must be more than 0"):
         RollupConfig(**{field: 0})
+
+
+def test_the_maintenance_leader_rolls_up_and_others_do_not():
+    finish_history()
+    leader = Maintenance(alias="default", lease_seconds=30, keep_succeeded=None,
+                         keep_failed=None, worker_id="leader")
+    other = Maintenance(alias="default", lease_seconds=30, keep_succeeded=None,
+                        keep_failed=None, worker_id="other")
+    assert leader.run_once(NOW).leading and not other.run_once(NOW).leading
+    assert ThroughputCursor.objects.get().rolled_up_to == dt.datetime(
+        2030, 1, 8, 12, 29, tzinfo=dt.UTC)
+    assert {q.name: q.throughput for q in snapshot.take(now=NOW).queues} == EXPECTED
