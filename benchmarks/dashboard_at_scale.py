@@ -7,8 +7,9 @@ PostgreSQL with the benchmark's durability (``pg.py``), migrates a fresh databas
 with ``INSERT ... SELECT generate_series``: ``--jobs`` jobs over 4 queues and 3 tasks each, of
 which 95% succeeded, 2% exhausted and 1% cancelled, spread evenly over the last 7 days by
 ``finished_at``; 1.5% queued and due (a backlog, up to an hour late), 0.4% scheduled for later,
-0.1% failed and waiting for a retry, and 100 running. Then ``VACUUM ANALYZE``, as autovacuum
-would have by then.
+0.1% failed and waiting for a retry, and 100 running; plus ``--backlog`` more queued and due
+(default none: a queue a million jobs behind is another case). Then ``VACUUM ANALYZE``, as
+autovacuum would have by then.
 
 Timed, each the median of ``--repeat`` runs after one warm-up (wall clock, in this process,
 through Django's test client with a logged-in superuser, so the whole request: session, user,
@@ -45,7 +46,7 @@ QUEUES = ("default", "emails", "billing", "reports")
 TASKS = ("shop.tasks.a", "shop.tasks.b", "shop.tasks.c")
 
 
-def fill(cluster, jobs: int) -> None:
+def fill(cluster, jobs: int, backlog: int = 0) -> None:
     """The jobs, as the module's docstring says; ``i`` numbers them."""
     queue = "(ARRAY['default','emails','billing','reports'])[1 + i % 4]"
     task = "(ARRAY['shop.tasks.a','shop.tasks.b','shop.tasks.c'])[1 + (i / 4) % 3]"
@@ -64,7 +65,7 @@ def fill(cluster, jobs: int) -> None:
     insert(jobs * 0.95, "succeeded", spread)
     insert(jobs * 0.02, "exhausted", spread)
     insert(jobs * 0.01, "cancelled", spread)
-    insert(jobs * 0.015, "queued", "now() - make_interval(secs => (i % 3600))")
+    insert(jobs * 0.015 + backlog, "queued", "now() - make_interval(secs => (i % 3600))")
     insert(jobs * 0.004, "queued", "now() + make_interval(secs => 60 + i)")
     insert(jobs * 0.001, "failed", "now() + make_interval(secs => 30 + i % 600)")
     insert(100, "running", "now() - interval '5 seconds'",
@@ -89,6 +90,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--backlog", type=int, default=0,
+                        help="this many more jobs queued and due")
     args = parser.parse_args()
     cluster = BenchCluster()
     try:
@@ -103,7 +106,7 @@ def main():
         os.environ.update({k: env[k] for k in ("BENCH_SYSTEM", "BENCH_DSN",
                                                  "DJANGO_SETTINGS_MODULE")})
         started = time.monotonic()
-        fill(cluster, args.jobs)
+        fill(cluster, args.jobs, args.backlog)
         rows = cluster.psql(DB, "SELECT count(*) FROM django_sqlqueue_job")
         print(f"filled {int(rows):,} jobs in {time.monotonic() - started:.0f} s", flush=True)
         measure(args)
@@ -161,7 +164,9 @@ def measure(args):
            timed(lambda: call_command("stats", "--json", stdout=io.StringIO()), args.repeat))
     report("a rollup pass with nothing new (every maintenance interval)",
            timed(lambda: rollup.run_once(), args.repeat))
-    print(f"\n| {args.jobs:,} jobs, PostgreSQL, median of {args.repeat} | ms |\n|---|---:|")
+    backlog = f" + {args.backlog:,} due" if args.backlog else ""
+    print(f"\n| {args.jobs:,} jobs{backlog}, PostgreSQL, median of {args.repeat} | ms |\n"
+          "|---|---:|")
     for what, ms in results:
         print(f"| {what} | {ms:.0f} |")
 

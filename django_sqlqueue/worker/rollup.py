@@ -9,10 +9,13 @@ transaction whose first write is the cursor's fenced move: a former leader still
 run cannot add the same minutes twice. Jobs that finished after the cursor are counted from the
 job table by whoever reads (throughput.py), so the numbers are current to the second.
 
-Why a delay: ``finished_at`` is the database's clock when the outcome was decided, a little
-before its transaction commits. A job whose outcome commits more than ``delay_seconds`` after
-its ``finished_at`` would be missed by the rollup (counted neither there nor in the tail); the
-outcome writer's transactions last milliseconds. Why not counters kept by the outcome writer:
+Why a delay: ``finished_at`` is the worker host's clock when the outcome was decided, and the
+outcome is written a little later (the batched outcome writer flushes within a second), while
+the cursor follows the database's clock. A job whose outcome commits more than
+``delay_seconds`` after the database's clock passed its ``finished_at`` (a write held up that
+long, or a worker host whose clock is that far behind the database's) is missed by the rollup:
+counted neither there nor in the tail. With clocks kept by NTP, outcomes commit within a second.
+Why not counters kept by the outcome writer:
 every worker would update the same few counter rows in its outcome transactions, serialising
 them on those rows' locks, and the other ways a job ends (the rescuer, the expirer, cancel)
 would each need the same; the rollup costs the hot path one index entry per finished job.
