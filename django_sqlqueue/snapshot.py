@@ -1,21 +1,25 @@
 """What the queues look like now: per queue, jobs by state, lag, live workers and throughput; the
 one reading behind the admin dashboard, its JSON endpoint and ``manage.py stats``.
 
-Cheap at millions of rows, in six queries read in one snapshot (on PostgreSQL a repeatable-read
-transaction, so the throughput's rollup and the job table agree):
+Cheap at millions of rows, in about eight queries read in one snapshot (on PostgreSQL a
+repeatable-read transaction, so the throughput's rollup and the job table agree):
 
 - *queued* (due), *scheduled* (queued with a future ``run_at``), *failed, will retry* and the
   lag: through the partial index of ready jobs, so they cost what the waiting jobs cost;
 - *running*: through the partial index of leases;
 - the final states (*succeeded*, *exhausted*, *cancelled*, *expired*), which are most of a big
-  table: counted exactly up to ``EXACT_LIMIT`` rows in the table, and beyond that, on
-  PostgreSQL, estimated from a sample of about ``SAMPLE_ROWS`` rows' worth of pages, flagged
-  ``estimated`` (SQLite always counts exactly);
+  table: counted exactly up to ``EXACT_LIMIT`` rows in the table;
+- on PostgreSQL, past ``EXACT_LIMIT`` rows in the table, the final states, and the waiting ones
+  too when the planner expects more than ``EXACT_LIMIT`` of them (a backlog), are estimated
+  from one sample of about ``SAMPLE_ROWS`` rows' worth of pages, and listed in ``estimated``
+  (an estimated lag is that of the oldest due job in the sample: a lower bound). SQLite always
+  counts exactly;
 - throughput: throughput.py;
 - the workers.
 """
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 from django.db import connections, transaction
@@ -32,6 +36,7 @@ SCHEDULED = "scheduled"
 #: now; "scheduled" is queued with a future run_at.
 STATES = ("queued", SCHEDULED, "running", "succeeded", "failed", "exhausted", "cancelled",
           "expired")
+FINISHED_STATES = tuple(str(status) for status in FINISHED_STATUSES)
 EXACT_LIMIT = 200_000
 SAMPLE_ROWS = 20_000
 
@@ -75,7 +80,7 @@ class Snapshot:
     taken_at: dt.datetime
     queues: list  # of QueueSnapshot, by name
     workers: list  # of Worker, each with a .state (liveness.ALIVE, LATE, DEAD)
-    estimated: bool = False  # the final states' counts are estimates
+    estimated: tuple = ()  # the states whose counts are estimates (and the lag, with "queued")
     minute_start: dt.datetime | None = None  # the first minute of per_minute
     rolled_up_to: dt.datetime | None = None
 
@@ -88,7 +93,7 @@ class Snapshot:
         (docs/observability.md describes it)."""
         return {
             "taken_at": _iso(self.taken_at),
-            "estimated": self.estimated,
+            "estimated": list(self.estimated),
             "minute_start": _iso(self.minute_start),
             "queues": [queue.as_json() for queue in self.queues],
             "workers": [
@@ -126,30 +131,40 @@ def _read(alias: str, now: dt.datetime) -> Snapshot:
             queues[name] = QueueSnapshot(name, counts=dict.fromkeys(STATES, 0))
         return queues[name]
 
+    rows_in_table, planned_waiting = _size(alias, jobs.filter(status__in=READY_STATUSES))
+    estimate_finished = rows_in_table > EXACT_LIMIT
+    estimate_waiting = estimate_finished and planned_waiting > EXACT_LIMIT
+    exact = (() if estimate_waiting else READY_STATUSES) + (
+        () if estimate_finished else FINISHED_STATUSES)
     due = Q(run_at__lte=now)
-    ready = (
-        jobs.filter(status__in=READY_STATUSES)
+    counted = (
+        jobs.filter(status__in=exact)
         .values_list("queue", "status")
         .annotate(due=Count("pk", filter=due), later=Count("pk", filter=~due),
                   oldest=Min("run_at", filter=due & (Q(expires_at__isnull=True)
                                                      | Q(expires_at__gt=now))))
         .order_by()
     )
-    for name, status, due_n, later_n, oldest in ready:
+    rows = [(name, status, due_n, later_n, oldest) for name, status, due_n, later_n, oldest
+            in counted]
+    if estimate_finished:
+        rows += _sampled(alias, now, rows_in_table, FINISHED_STATUSES + (
+            READY_STATUSES if estimate_waiting else ()))
+    for name, status, due_n, later_n, oldest in rows:
         snap = queue(name)
         if status == JobStatus.QUEUED:
             snap.counts["queued"] += due_n
             snap.counts[SCHEDULED] += later_n
         else:
             snap.counts[status] += due_n + later_n
-        if oldest is not None and (snap.oldest_due_at is None or oldest < snap.oldest_due_at):
+        if status in READY_STATUSES and oldest is not None and (
+                snap.oldest_due_at is None or oldest < snap.oldest_due_at):
             snap.oldest_due_at = oldest
             snap.lag_seconds = max((now - oldest).total_seconds(), 0.0)
     for name, n in jobs.running().values_list("queue").annotate(n=Count("pk")).order_by():
         queue(name).counts["running"] += n
-    finished, estimated = _finished_counts(alias)
-    for (name, status), n in finished.items():
-        queue(name).counts[status] += n
+    estimated = ((("queued", SCHEDULED, "failed") if estimate_waiting else ())
+                 + (FINISHED_STATES if estimate_finished else ()))
 
     reading = throughput.read(now, alias=alias)
     for name in reading.totals:
@@ -170,26 +185,40 @@ def _read(alias: str, now: dt.datetime) -> Snapshot:
     )
 
 
-def _finished_counts(alias: str) -> tuple[dict, bool]:
-    """({(queue, final status): jobs}, estimated)."""
+def _size(alias: str, waiting) -> tuple[float, float]:
+    """PostgreSQL's estimates of (rows in the job table, rows ``waiting`` selects); (0, 0)
+    elsewhere, or before the table was first analyzed."""
     connection = connections[alias]
-    table = Job._meta.db_table
-    rows_in_table = None
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql.TABLE_ROW_ESTIMATE, [connection.ops.quote_name(table)])
-            row = cursor.fetchone()
-            rows_in_table = row[0] if row else None
-    if rows_in_table is None or rows_in_table <= EXACT_LIMIT:  # -1: never analyzed
-        rows = (Job.objects.using(alias).filter(status__in=FINISHED_STATUSES)
-                .values_list("queue", "status").annotate(n=Count("pk")).order_by())
-        return {(name, status): n for name, status, n in rows}, False
+    if connection.vendor != "postgresql":
+        return 0, 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql.TABLE_ROW_ESTIMATE, [connection.ops.quote_name(Job._meta.db_table)])
+        row = cursor.fetchone()
+        rows_in_table = max(row[0], 0) if row else 0
+        if rows_in_table <= EXACT_LIMIT:
+            return rows_in_table, 0
+        query_sql, params = waiting.values("pk").query.get_compiler(using=alias).as_sql()
+        cursor.execute(sql.explain_json(query_sql), params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return rows_in_table, plan[0]["Plan"]["Plan Rows"]
+
+
+def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:
+    """(queue, status, due, later, oldest due run_at) rows estimated from a sample."""
+    connection = connections[alias]
     percent = min(100.0, 100.0 * SAMPLE_ROWS / rows_in_table)
     with connection.cursor() as cursor:
         cursor.execute(sql.sampled_status_counts(Job, connection),
-                       [percent, [str(s) for s in FINISHED_STATUSES]])
-        rows = cursor.fetchall()
-    return {(name, status): round(n * 100.0 / percent) for name, status, n in rows}, True
+                       [now, percent, [str(s) for s in statuses]])
+        sample = cursor.fetchall()
+    rows = []
+    for name, status, is_due, n, oldest in sample:
+        scaled = round(n * 100.0 / percent)
+        rows.append((name, status, scaled if is_due else 0, 0 if is_due else scaled,
+                     oldest if is_due else None))
+    return rows
 
 
 def _iso(moment) -> str | None:

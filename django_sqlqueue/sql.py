@@ -511,16 +511,18 @@ def repeatable_read(connection) -> str | None:
 
 
 def sampled_status_counts(model, connection) -> str:
-    """PostgreSQL: ``(queue, status, rows)`` of a sample of about a given percent of the job
-    table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for estimates of
-    counts too dear to make exactly. Parameters: the percent, and the statuses to count (a
-    list). Pages are sampled whole, so rare values may be missed and the estimate is rough."""
+    """PostgreSQL: ``(queue, status, due, rows, oldest run_at)`` of a sample of about a given
+    percent of the job table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for
+    estimates of counts too dear to make exactly; ``due`` is ``run_at <= now``. Parameters: now,
+    the percent, and the statuses to count (a list). Pages are sampled whole, so rare values may
+    be missed and the estimate is rough."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    queue, status = (quote(model._meta.get_field(name).column) for name in ("queue", "status"))
+    queue, status, run_at = (quote(model._meta.get_field(name).column)
+                             for name in ("queue", "status", "run_at"))
     return (
-        f"SELECT {queue}, {status}, COUNT(*) FROM {table} "  # noqa: S608 - names only
-        f"TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY {queue}, {status}"
+        f"SELECT {queue}, {status}, {run_at} <= %s, COUNT(*), MIN({run_at}) "  # noqa: S608
+        f"FROM {table} TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY 1, 2, 3"
     )
 
 

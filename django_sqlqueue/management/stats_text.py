@@ -1,6 +1,7 @@
 """``manage.py stats`` as text: one line per queue, aligned, for a terminal or a log."""
 
 from ..durations import seconds_text
+from ..snapshot import EXACT_LIMIT
 
 #: (heading, what it shows) per column, in order.
 COLUMNS = (
@@ -27,15 +28,19 @@ def lines(snap) -> list[str]:
             f"{'' if len(live) == 1 else 's'}"
             + (f", {silent} silent" if silent else "")
             + f", {sum(w.concurrency for w in live)} slots")
-    approx = "~" if snap.estimated else ""
     rows = [[heading for heading, _ in COLUMNS]]
     for queue in snap.queues:
-        counts, hour = queue.counts, queue.throughput["1h"]
+        hour = queue.throughput["1h"]
+
+        def count(state, counts=queue.counts):
+            return ("~" if state in snap.estimated else "") + str(counts[state])
+
         lag = "-" if queue.lag_seconds is None else seconds_text(queue.lag_seconds, coarse=True)
+        if queue.lag_seconds is not None and "queued" in snap.estimated:
+            lag = f">{lag}"
         rows.append([
-            queue.name, str(counts["queued"]), str(counts["scheduled"]), str(counts["running"]),
-            str(counts["failed"]), f"{approx}{counts['exhausted']}",
-            lag + (" !" if queue.unserved else ""),
+            queue.name, count("queued"), count("scheduled"), count("running"), count("failed"),
+            count("exhausted"), lag + (" !" if queue.unserved else ""),
             f"{queue.per_minute_rate(RATE_MINUTES):.1f}",
             str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),
             str(queue.live_workers),
@@ -50,5 +55,6 @@ def lines(snap) -> list[str]:
         notes.append("no jobs")
     if snap.estimated:
         notes.append("~ estimated from a sample of the table (counted exactly up to "
-                     "200,000 jobs)")
+                     f"{EXACT_LIMIT:,} jobs)" + ("; > the lag is at least this" if "queued" in
+                                                  snap.estimated else ""))
     return [head, *table, *notes]

@@ -135,7 +135,7 @@ SQL_ASSEMBLY = {
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
                "select", "clock_from", "succeeded", "local",
                # issue 17: the throughput rollup's upsert and the sampled status counts
-               "key", "count", "status", "upsert"},
+               "key", "count", "status", "upsert", "run_at"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 

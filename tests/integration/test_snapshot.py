@@ -160,18 +160,42 @@ def test_final_states_are_estimated_from_a_sample_on_a_big_table(monkeypatch):
     monkeypatch.setattr(snapshot, "EXACT_LIMIT", 10)  # the table is "big"
     monkeypatch.setattr(snapshot, "SAMPLE_ROWS", 10_000)  # a sample of every page
     snap = snapshot.take(now=NOW)
-    assert snap.estimated
+    assert snap.estimated == ("succeeded", "exhausted", "cancelled", "expired")
     queues = by_name(snap)
     assert queues["default"].counts["succeeded"] == 30
     assert queues["emails"].counts["exhausted"] == 5
-    assert queues["default"].counts["queued"] == 4  # always exact
+    assert queues["default"].counts["queued"] == 4  # few are waiting: exact
+    assert queues["default"].lag_seconds == pytest.approx(60)
+
+
+@pytest.mark.postgresql
+def test_a_big_backlog_is_estimated_too(monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite counts exactly")
+    JobFactory.create_batch(30, run_at=ago(minutes=1))
+    JobFactory.create_batch(12, run_at=ago(minutes=-5), queue="emails")  # scheduled
+    JobFactory.create_batch(3, failed=True, run_at=ago(minutes=-1), queue="emails")
+    JobFactory(run_at=ago(minutes=9), queue="emails")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_sqlqueue_job")
+    monkeypatch.setattr(snapshot, "EXACT_LIMIT", 10)
+    monkeypatch.setattr(snapshot, "SAMPLE_ROWS", 10_000)
+    snap = snapshot.take(now=NOW)
+    assert snap.estimated == ("queued", "scheduled", "failed", "succeeded", "exhausted",
+                              "cancelled", "expired")
+    queues = by_name(snap)
+    assert queues["default"].counts["queued"] == 30
+    assert (queues["emails"].counts["queued"], queues["emails"].counts["scheduled"],
+            queues["emails"].counts["failed"]) == (1, 12, 3)
+    assert queues["emails"].lag_seconds == pytest.approx(9 * 60)
+    assert snap.as_json()["estimated"][:3] == ["queued", "scheduled", "failed"]
 
 
 def test_json_document():
     JobFactory(run_at=ago(minutes=2))
     WorkerFactory(queues=[], last_heartbeat_at=ago(seconds=2), name="web-1:1:x")
     document = snapshot.take(now=NOW).as_json()
-    assert document["taken_at"] == NOW.isoformat() and document["estimated"] is False
+    assert document["taken_at"] == NOW.isoformat() and document["estimated"] == []
     (queue,) = document["queues"]
     assert queue["name"] == "default" and queue["counts"]["queued"] == 1
     assert queue["lag_seconds"] == 120.0 and queue["live_workers"] == 1
