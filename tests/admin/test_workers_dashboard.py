@@ -230,3 +230,17 @@ def test_app_page_links_the_dashboard(admin_client):
 def test_lists_link_the_dashboard(admin_client):
     assert DASHBOARD in admin_client.get(LIST).content.decode()
     assert DASHBOARD in admin_client.get(WORKERS).content.decode()
+
+
+@pytest.mark.postgresql
+def test_estimated_counts_are_labelled(admin_client, busy_queues, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite counts exactly")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_sqlqueue_job")
+    monkeypatch.setattr("django_sqlqueue.snapshot.EXACT_LIMIT", 1)
+    monkeypatch.setattr("django_sqlqueue.snapshot.SAMPLE_ROWS", 10_000)
+    html = unescape(admin_client.get(DASHBOARD).content.decode())
+    assert "the counts of jobs queued, scheduled, failed, succeeded, exhausted, cancelled, " \
+           "expired are estimates from a sample of the table" in html
+    assert "the lag is that of the oldest due job in the sample: at least that" in html
