@@ -133,7 +133,9 @@ SQL_ASSEMBLY = {
                "message", "entry", "at",
                # the INSERT of new jobs (moved from inserting.py): names and column types
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
-               "select", "clock_from", "succeeded", "local"},
+               "select", "clock_from", "succeeded", "local",
+               # issue 17: the throughput rollup's upsert and the sampled status counts
+               "key", "count", "status", "upsert", "run_at"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
