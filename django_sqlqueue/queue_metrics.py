@@ -44,13 +44,18 @@ class QueueMetricsCollector:
                                 "long it has waited past its run_at (0: none is due).",
                                 labels=["queue", "task"])
         queues = set()
+        due, oldest_due = {}, {}  # (queue, task) -> of its queued and failed rows together
         for row in self._waiting(now):
             queues.add(row["queue"])
-            labels = [row["queue"], row["task_name"]]
-            jobs.add_metric([*labels, row["status"]], row["jobs"])
-            ready.add_metric(labels, row["due"])
-            oldest = row["oldest_due"]
-            lag.add_metric(labels, max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
+            key = (row["queue"], row["task_name"])
+            jobs.add_metric([*key, row["status"]], row["jobs"])
+            due[key] = due.get(key, 0) + row["due"]
+            if row["oldest_due"] is not None:
+                oldest_due[key] = min(oldest_due.get(key, row["oldest_due"]), row["oldest_due"])
+        for key, count in due.items():
+            ready.add_metric(key, count)
+            oldest = oldest_due.get(key)
+            lag.add_metric(key, max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
         for row in self._running():
             queues.add(row["queue"])
             jobs.add_metric([row["queue"], row["task_name"], JobStatus.RUNNING], row["jobs"])
