@@ -33,8 +33,11 @@ _metrics = None  # _Metrics once made; False when prometheus_client is not insta
 
 
 def available() -> bool:
-    """Whether prometheus_client can be imported here."""
-    return importlib.util.find_spec("prometheus_client") is not None
+    """Whether prometheus_client can be imported here (found, without importing it)."""
+    try:
+        return importlib.util.find_spec("prometheus_client") is not None
+    except ImportError:  # an import hook that refuses it
+        return False
 
 
 def require(what: str) -> None:
