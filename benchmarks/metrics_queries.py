@@ -18,9 +18,7 @@ plan of the waiting-jobs query. Writes nothing into the repository.
 """
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.pg import BenchCluster  # noqa: E402
+from benchmarks.pg import BenchCluster, django_on_fresh_database  # noqa: E402
 
 DB = "metrics"
 RUNS = 20
@@ -88,16 +86,7 @@ def main():
     try:
         cluster.start()
         cluster.wait_ready()
-        dsn = cluster.create_database(DB)
-        env = {**os.environ, "BENCH_SYSTEM": "sqlqueue", "BENCH_DSN": dsn,
-               "DJANGO_SETTINGS_MODULE": "benchmarks.django_settings", "PYTHONPATH": str(ROOT)}
-        subprocess.run([sys.executable, "-m", "django", "migrate", "--run-syncdb"], env=env,
-                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        os.environ.update({k: env[k] for k in ("BENCH_SYSTEM", "BENCH_DSN",
-                                                 "DJANGO_SETTINGS_MODULE")})
-        import django
-
-        django.setup()
+        django_on_fresh_database(cluster, DB, "benchmarks.django_settings")
         for statement in (rows("succeeded", args.finished), rows("queued", 1000),
                           rows("failed", 100), rows("running", 50),
                           rows("queued", 200, run_at="now() + interval '1 hour'")):

@@ -2,7 +2,10 @@
 counter, and the option errors of ``runworker --metrics-port``."""
 
 import datetime as dt
+import json
+import re
 import socket
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -131,3 +134,39 @@ def test_a_metrics_port_in_use_is_refused_before_the_worker_starts():
                                                f"127.0.0.1:{port} .*pick a free port"):
             call_command("runworker", "--metrics-port", str(port), "--metrics-address",
                          "127.0.0.1")
+
+
+def test_the_dashboard_and_the_alert_rules_use_only_metrics_that_exist():
+    """docs/grafana/django-sqlqueue.json and the PromQL of docs/observability.md name only
+    series that the worker's endpoint or the view export (a rename would leave them blank)."""
+    from django_sqlqueue import metrics
+    from django_sqlqueue.queue_metrics import QueueMetricsCollector
+
+    assert metrics.recording()
+    exported = set()
+    for family in [*REGISTRY.collect(), *QueueMetricsCollector("default").collect()]:
+        exported.add(family.name)
+        exported.update(sample.name for sample in family.samples)
+        if family.type == "counter":
+            exported.add(family.name + "_total")
+        if family.type == "histogram":
+            exported.update(family.name + suffix for suffix in ("_bucket", "_sum", "_count"))
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    dashboard = json.loads((docs / "grafana" / "django-sqlqueue.json").read_text())
+    expressions = [target["expr"] for panel in dashboard["panels"]
+                   for target in panel.get("targets", [])]
+    expressions += [var["query"]["query"] for var in dashboard["templating"]["list"]
+                    if isinstance(var.get("query"), dict)]
+    page = (docs / "observability.md").read_text()
+    section = page.split("## Prometheus metrics", 1)[1].split("\n## ", 1)[0]
+    expressions += re.findall(r"```yaml\n(.*?)```", section, re.S)
+    named = {name for text in expressions for name in re.findall(r"\bsqlqueue_[a-z_]+", text)}
+    assert len(expressions) > 15 and len(named) > 10
+    assert named <= exported, f"not exported: {sorted(named - exported)}"
+    # Every metric exported is documented in the page's tables.
+    documented = set(re.findall(r"^\| `(sqlqueue_[a-z_]+)", section, re.M))
+    families = {name for name in exported if name.startswith("sqlqueue_")
+                and not name.endswith(("_bucket", "_sum", "_count", "_created"))
+                and name + "_total" not in exported}
+    assert len(families) == 16, sorted(families)  # 10 of the workers', 6 of the view
+    assert families <= documented, f"not in the tables: {sorted(families - documented)}"

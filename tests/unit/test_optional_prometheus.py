@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hidden_package import without
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
@@ -16,34 +18,7 @@ pytestmark = pytest.mark.skipif(
     reason="one run is enough: the database plays no part; runs in the sqlite pass",
 )
 
-WITHOUT_PROMETHEUS_CLIENT = """
-import importlib, pkgutil, sys
-
-class NoPrometheusClient:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "prometheus_client":
-            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
-
-sys.meta_path.insert(0, NoPrometheusClient())
-for name in [m for m in sys.modules if m.split(".")[0] == "prometheus_client"]:
-    del sys.modules[name]
-
-import django
-django.setup()
-import django_sqlqueue
-
-def import_all(path, prefix):
-    for module in pkgutil.iter_modules(path, prefix):
-        if module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0):
-            continue  # django.tasks is Django 6's
-        if module.name == "django_sqlqueue.admin":
-            continue  # needs django.contrib.admin, which these settings leave out
-        imported = importlib.import_module(module.name)
-        if module.ispkg:
-            import_all(imported.__path__, module.name + ".")
-
-import_all(django_sqlqueue.__path__, "django_sqlqueue.")
-
+WITHOUT_PROMETHEUS_CLIENT = without("prometheus_client") + """
 from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 call_command("migrate", verbosity=0)
