@@ -73,7 +73,13 @@ def finished_by(samples) -> dict:
             for (name, labels), v in samples.items() if name == "sqlqueue_jobs_finished_total"}
 
 
-def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_worker):
+@pytest.mark.parametrize("start_method, env", [
+    # Forked children, from a supervisor whose settings imported prometheus_client first.
+    ("fork", {"SQLQUEUE_TEST_IMPORT_PROMETHEUS_CLIENT": "1"}),
+    ("spawn", {}),
+])
+def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_worker,
+                                                                       start_method, env):
     Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(150))
     always_fails.using(retry_backoff=0.1, retry_min_delay=0.1).enqueue("nope")  # 3 attempts
     # Shorter than the pool's CLAIMED_AHEAD_MAX_WAIT, so no job claimed ahead waits behind one
@@ -82,8 +88,9 @@ def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_wo
     # --max-jobs: the children recycle during the drain; the counts of the processes that
     # exited must stay in the sums.
     worker = start_worker("--processes", "2", "-c", "2", "--max-jobs", "40",
+                          "--start-method", start_method,
                           "--metrics-port", "0", "--metrics-address", "127.0.0.1",
-                          settings=SETTINGS)
+                          settings=SETTINGS, env=env)
     port, directory = endpoint(worker)
     assert directory and Path(directory).is_dir()
 
