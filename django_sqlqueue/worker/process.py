@@ -89,8 +89,8 @@ class WorkerProcess:
             self.schedules_synced = call_with_retry(
                 self.scheduler.sync, alias=self.alias, what="syncing the schedules",
                 stop=self.stopping.is_set)
+        metrics.worker_started(self.config.concurrency)  # before the banner says it works
         self._print_banner()
-        metrics.worker_started(self.config.concurrency)
         self.wakeup.start()
         self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.

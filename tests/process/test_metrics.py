@@ -1,5 +1,6 @@
 """``runworker --metrics-port`` as real processes: what a scrape says matches the jobs run."""
 
+import os
 import re
 import signal
 import urllib.request
@@ -126,8 +127,10 @@ def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_wo
     # Each sleeper ran 0.8 s; the histogram's sum says so.
     assert value(done, "sqlqueue_jobs_run_duration_seconds_sum", queue="default",
                  task=SLEEP) >= 2 * 0.8
-    # The recycled children's gauges left with them: two live processes, nothing running.
-    assert value(done, "sqlqueue_worker_processes") == 2
+    # The recycled children's gauges left with them: two live processes (once the last one
+    # replaced has started), nothing running.
+    scrape_until(port, lambda s: value(s, "sqlqueue_worker_processes") == 2,
+                 what="two live processes", worker=worker)
     assert value(done, "sqlqueue_worker_busy_slots", queue="default") == 0
 
     worker.signal(signal.SIGTERM)
@@ -147,5 +150,31 @@ def test_one_process_serves_its_own_counts(start_worker):
                            what="5 successes counted", worker=worker)
     assert value(samples, "sqlqueue_jobs_started_total", queue="default", task=RECORD) == 5
     assert value(samples, "sqlqueue_worker_processes") == 1
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output
+
+
+def test_a_killed_child_leaves_no_live_process_or_busy_slot_behind(start_worker):
+    """Its gauges are dropped when the supervisor sees it die (a recycle sets them to 0 itself;
+    a SIGKILL gives no chance to)."""
+    job = sleep_for.enqueue(60)
+    worker = start_worker("--processes", "2", "-c", "2", "--metrics-port", "0",
+                          "--metrics-address", "127.0.0.1", settings=SETTINGS)
+    port, _ = endpoint(worker)
+    running = wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").first(),
+                       what="the sleeper running", worker=worker)
+    scrape_until(port, lambda s: value(s, "sqlqueue_worker_busy_slots", queue="default") == 1
+                 and value(s, "sqlqueue_worker_processes") == 2,
+                 what="one busy slot, two processes", worker=worker)
+    os.kill(int(running.worker.split(":")[1]), signal.SIGKILL)  # name:pid:suffix
+    # The replacement's banner: its gauges are set by then.
+    wait_for(lambda: worker.output.count("django-sqlqueue ") == 3, what="the replacement",
+             worker=worker)
+    after = scrape(port)
+    assert value(after, "sqlqueue_worker_processes") == 2  # not 3
+    assert value(after, "sqlqueue_worker_busy_slots", queue="default") == 0
+    assert value(after, "sqlqueue_worker_slots") == 4
+    # Its counters stay: the attempt it started is still counted.
+    assert value(after, "sqlqueue_jobs_started_total", queue="default", task=SLEEP) == 1
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
