@@ -30,7 +30,7 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from . import notify, sql
+from . import metrics, notify, sql
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
@@ -72,6 +72,9 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
         for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
             _set_pks(batch, rows, alias)
     notify.wake_in_process_after_commit(alias)
+    if metrics.recording():
+        # Counted at commit: a rolled-back enqueue never happened.
+        transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
 
 
 def _pipeline(connection, statements: int):

@@ -78,6 +78,10 @@ if os.environ.get("SQLQUEUE_TEST_START_A_THREAD"):
     # As a project whose settings start a thread (a metrics exporter, say): the worker's
     # supervisor must not fork then.
     threading.Thread(target=threading.Event().wait, name="settings-thread", daemon=True).start()
+if os.environ.get("SQLQUEUE_TEST_IMPORT_PROMETHEUS_CLIENT"):
+    # As a project with django-prometheus: prometheus_client is imported, in its single-process
+    # mode, before runworker can turn on the multiprocess mode.
+    import prometheus_client  # noqa: F401
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

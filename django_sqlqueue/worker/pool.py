@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import runner
+from .. import metrics, runner
 from ..execution import report
 from .outcome_writer import OutcomeWriter
 from .resilience import tidy_connections
@@ -218,7 +218,11 @@ class Pool:
             timeout = job.timeout_seconds or self.default_timeout
             entry.deadline = entry.started_at + timeout if timeout else None
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
-        outcome = runner.run(job)
+        metrics.job_started(job)
+        try:
+            outcome = runner.run(job)
+        finally:
+            metrics.job_ran(job)
         self._record_duration(outcome.duration_seconds)
         with self._lock:
             self.jobs_done += 1

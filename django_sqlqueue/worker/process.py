@@ -16,7 +16,7 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__
+from .. import __version__, metrics
 from ..models import Job, Worker
 from ..sql import DatabaseNow
 from . import identity
@@ -60,7 +60,7 @@ class WorkerProcess:
         )
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
-            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self.outcomes.add,
+            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self._finished,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
@@ -89,13 +89,14 @@ class WorkerProcess:
             self.schedules_synced = call_with_retry(
                 self.scheduler.sync, alias=self.alias, what="syncing the schedules",
                 stop=self.stopping.is_set)
+        metrics.worker_started(self.config.concurrency)  # before the banner says it works
         self._print_banner()
         self.wakeup.start()
         self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished)
-        self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance",
+        self._every(self.config.maintenance_interval, self._maintain, "maintenance",
                     until=self.stopping)
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
@@ -207,6 +208,14 @@ class WorkerProcess:
         if self.draining and not self.pool.busy():
             self.recycle_reason = self.draining
 
+    def _finished(self, result) -> None:
+        """Each attempt whose outcome was written (or lost), as execution.RunResult."""
+        self.outcomes.add(result)
+        metrics.job_finished(result.job, result.outcome, result.duration_seconds)
+
+    def _maintain(self):
+        metrics.jobs_rescued(self.maintenance.run_once().rescued)
+
     def _job_timed_out(self, job):
         if self.config.supervised:
             # Only a new process can stop the stuck thread: finish the others, then exit.
@@ -229,6 +238,7 @@ class WorkerProcess:
             if not entry.ran:  # still running; a finished job's outcome is the writer's
                 self._release(entry.job)
         self.writer.stop()  # write the outcomes still waiting for their batch
+        metrics.worker_stopped()
         self.finished.set()
         self.pool.stop()
         try:

@@ -14,7 +14,8 @@ from .process import RECYCLE_EXIT_CODE
 
 class Supervisor:
     def __init__(self, *, processes: int, start_child, burst: bool, shutdown_timeout: float,
-                 start_method: str = "spawn", out=None):
+                 start_method: str = "spawn", out=None, idle=time.sleep,
+                 on_child_exited=None):
         self.processes = processes
         self.start_child = start_child
         self.start_method = start_method  # only said: start_child does it
@@ -25,6 +26,8 @@ class Supervisor:
         self.restarts: dict = {}  # slot -> consecutive crash count
         self.started_at: dict = {}  # slot -> time.monotonic() of its latest start
         self.stopping = False
+        self.idle = idle  # idle(seconds) between checks; the metrics endpoint serves then
+        self.on_child_exited = on_child_exited or (lambda pid: None)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -34,12 +37,13 @@ class Supervisor:
         for slot in range(self.processes):
             self._spawn(slot)
         while self.children:
-            time.sleep(0.2)
+            self.idle(0.2)
             for slot, child in list(self.children.items()):
                 code = child.poll()
                 if code is None:
                     continue
                 del self.children[slot]
+                self.on_child_exited(child.pid)
                 self._child_exited(slot, child, code)
         self._say("supervisor: all worker processes have exited")
         return 0

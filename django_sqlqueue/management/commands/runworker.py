@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ... import registry
 from ...worker import children
 from ...worker.config import InvalidWorkerOption, WorkerConfig
+from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.supervisor import Supervisor
@@ -50,6 +51,12 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true",
                             help="neither sync the @schedule declarations of this code nor "
                                  "enqueue due ticks (other workers do)")
+        parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                            help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (0: "
+                                 "any free port); with --processes, the supervisor serves them "
+                                 "all. Needs the [prometheus] extra")
+        parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
+                            help="the interface --metrics-port listens on (default 0.0.0.0)")
         parser.add_argument("--supervised", action="store_true", help=argparse_suppress())
 
     def handle(self, *args, **options):
@@ -62,18 +69,25 @@ class Command(BaseCommand):
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],
-                scheduler=not options["no_scheduler"],
+                scheduler=not options["no_scheduler"], metrics_port=options["metrics_port"],
+                metrics_address=options["metrics_address"],
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
         if config.queues and not config.supervised:
             self._warn_about_queues_no_task_uses(config.queues)
-        if config.processes > 1 and not config.supervised:
-            sys.exit(self._supervise(config, options["start_method"]))
+        # The supervisor's, or the only process's; a supervised child never serves.
+        export = None if config.supervised else self._export_metrics(config)
         try:
-            code = WorkerProcess(config, out=self.stdout).run()
-        except PoolStartError as exc:
-            raise CommandError(str(exc)) from None
+            if config.processes > 1 and not config.supervised:
+                sys.exit(self._supervise(config, options["start_method"], export))
+            try:
+                code = WorkerProcess(config, out=self.stdout).run()
+            except PoolStartError as exc:
+                raise CommandError(str(exc)) from None
+        finally:
+            if export is not None:
+                export.close()
         if code == RECYCLE_EXIT_CODE and not config.supervised:
             # No supervisor to restart us: replace this process with a fresh one (same pid).
             self.stdout.flush()
@@ -93,7 +107,21 @@ class Command(BaseCommand):
                     f"jobs enqueued with queue={queue!r}."
                 )
 
-    def _supervise(self, config, start_method) -> int:
+    def _export_metrics(self, config) -> MetricsExport | None:
+        if config.metrics_port is None:
+            return None
+        export = MetricsExport(port=config.metrics_port, address=config.metrics_address,
+                               processes=config.processes)
+        try:
+            self.stdout.write(export.start())
+        except OSError as exc:
+            export.close()
+            raise CommandError(f"--metrics-port {config.metrics_port}: cannot listen on "
+                               f"{config.metrics_address}:{config.metrics_port} ({exc}); pick "
+                               "a free port") from None
+        return export
+
+    def _supervise(self, config, start_method, export) -> int:
         if start_method == "fork":
             blocker = children.fork_blocker()
             if blocker:
@@ -110,9 +138,12 @@ class Command(BaseCommand):
         else:
             argv = [*_this_command(), "--processes", "1", "--supervised"]
             start_child = functools.partial(children.spawn, argv)
+        serving = {} if export is None else {"idle": export.serve,
+                                             "on_child_exited": export.child_exited}
         return Supervisor(processes=config.processes, start_child=start_child,
                           start_method=start_method, burst=config.burst,
-                          shutdown_timeout=config.shutdown_timeout, out=self.stdout).run()
+                          shutdown_timeout=config.shutdown_timeout, out=self.stdout,
+                          **serving).run()
 
     def _configure_logging(self, verbosity):
         """Print the worker's key=value lines unless the project configured these loggers."""
