@@ -30,7 +30,7 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from . import notify, sql
+from . import notify, signals, sql
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
@@ -72,6 +72,11 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
         for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
             _set_pks(batch, rows, alias)
     notify.wake_in_process_after_commit(alias)
+    sender = type(jobs[0])
+    if signals.has_receivers(signals.job_enqueued, sender):
+        for job in jobs:
+            if signals.is_job_function(job):
+                signals.send(signals.job_enqueued, sender, job=job)
 
 
 def _pipeline(connection, statements: int):

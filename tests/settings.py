@@ -109,3 +109,7 @@ if django.VERSION >= (6, 0):
 if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
     # The schedules of tests/testapp/periodic.py, for the workers of tests/process/test_schedules.
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "periodic"]
+
+if os.environ.get("SQLQUEUE_TEST_SIGNAL_LOG"):
+    # Receivers of the @job signals that log to that file (tests/process/test_signals.py).
+    SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "signal_log"]
