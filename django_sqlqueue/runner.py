@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from . import signals, validation
+from . import signals, tracing, validation
 from .context import _current_job
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .registry import get_task
@@ -135,7 +135,9 @@ def _load(job) -> Attempt:
 def run(job) -> Outcome:
     """Run a claimed job's function once and return the outcome (no database writes)."""
     started = time.monotonic()
-    outcome = _run(job)
+    with tracing.run_span(job) as span:  # OpenTelemetry, if set up; else a shared no-op
+        outcome = _run(job)
+        tracing.ran(span, outcome)
     outcome.duration_seconds = time.monotonic() - started
     return outcome
 

@@ -113,3 +113,9 @@ if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
 if os.environ.get("SQLQUEUE_TEST_SIGNAL_LOG"):
     # Receivers of the @job signals that log to that file (tests/process/test_signals.py).
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "signal_log"]
+
+if os.environ.get("SQLQUEUE_TEST_OTEL_FILE"):
+    # An OpenTelemetry SDK exporting to that file (tests/process/test_tracing.py).
+    from tests.support import otel_export
+
+    otel_export.install(os.environ["SQLQUEUE_TEST_OTEL_FILE"])
