@@ -119,3 +119,8 @@ if os.environ.get("SQLQUEUE_TEST_OTEL_FILE"):
     from tests.support import otel_export
 
     otel_export.install(os.environ["SQLQUEUE_TEST_OTEL_FILE"])
+
+if os.environ.get("SQLQUEUE_TEST_WORKER_LOGGING"):
+    # As a project that leaves the package's loggers alone: runworker prints its log lines
+    # itself, at INFO (tests/process/test_log_format.py).
+    del LOGGING["loggers"]["django_sqlqueue"]

@@ -9,7 +9,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import registry
-from ...worker import children
+from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
@@ -50,10 +50,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true",
                             help="neither sync the @schedule declarations of this code nor "
                                  "enqueue due ticks (other workers do)")
+        parser.add_argument("--log-format", choices=log_format.FORMATS, default="text",
+                            help="text for people (default); keyvalue or json: every line the "
+                                 "worker writes is one key=value or JSON line with stable keys")
         parser.add_argument("--supervised", action="store_true", help=argparse_suppress())
 
     def handle(self, *args, **options):
-        self._configure_logging(options["verbosity"])
+        self._configure_logging(options["verbosity"], options["log_format"])
         try:
             config = WorkerConfig(
                 queues=options["queues"], concurrency=options["concurrency"],
@@ -62,7 +65,7 @@ class Command(BaseCommand):
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],
-                scheduler=not options["no_scheduler"],
+                scheduler=not options["no_scheduler"], log_format=options["log_format"],
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
@@ -112,15 +115,23 @@ class Command(BaseCommand):
             start_child = functools.partial(children.spawn, argv)
         return Supervisor(processes=config.processes, start_child=start_child,
                           start_method=start_method, burst=config.burst,
-                          shutdown_timeout=config.shutdown_timeout, out=self.stdout).run()
+                          shutdown_timeout=config.shutdown_timeout, out=self.stdout,
+                          log_format=config.log_format).run()
 
-    def _configure_logging(self, verbosity):
-        """Print the worker's key=value lines unless the project configured these loggers."""
+    def _configure_logging(self, verbosity, line_format):
+        """Print the worker's log lines unless the project configured these loggers; with
+        --log-format keyvalue/json, the handlers the project gave them write that format."""
         logger = logging.getLogger("django_sqlqueue")
-        if logger.handlers or verbosity == 0:
+        if verbosity == 0:
+            return
+        formatter = log_format.Formatter(line_format)
+        if logger.handlers:
+            if line_format != "text":
+                for handler in logger.handlers:
+                    handler.setFormatter(formatter)
             return
         handler = logging.StreamHandler(self.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(formatter)
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
         logger.propagate = False
