@@ -25,7 +25,7 @@ import functools
 from contextlib import contextmanager, nullcontext
 
 SYSTEM = "django_sqlqueue"  # messaging.system: not one of the conventions' well-known values
-_OFF = nullcontext()
+OFF = nullcontext()
 
 
 @functools.cache
@@ -63,7 +63,7 @@ def enqueue_span(jobs: list):
     Use as ``with enqueue_span(jobs) as span:``, then :func:`enqueued` once they have ids."""
     tracer = _tracer()
     if tracer is None:
-        return _OFF
+        return OFF
     return _enqueue_span(tracer, jobs)
 
 
@@ -102,7 +102,7 @@ def run_span(job):
     ``with run_span(job) as span:``, then :func:`ran` with the outcome."""
     tracer = _tracer()
     if tracer is None:
-        return _OFF
+        return OFF
     trace, propagate = _api()
     links = []
     if job.trace_context:

@@ -125,7 +125,7 @@ def test_nothing_is_traced_or_written_without_a_tracer_provider():
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # none set here
     job = add.enqueue(1, 2)
     assert Job.objects.get(pk=job.pk).trace_context is None
-    assert tracing.run_span(job) is tracing._OFF
+    assert tracing.run_span(job) is tracing.OFF
 
 
 def test_without_the_api_nothing_is_imported():
@@ -135,8 +135,8 @@ def test_without_the_api_nothing_is_imported():
         "from django_sqlqueue import tracing\n"
         "from django_sqlqueue.models import Job\n"
         "jobs = [Job(task_name='t', queue='default')]\n"
-        "assert tracing.enqueue_span(jobs) is tracing._OFF\n"
-        "assert tracing.run_span(jobs[0]) is tracing._OFF\n"
+        "assert tracing.enqueue_span(jobs) is tracing.OFF\n"
+        "assert tracing.run_span(jobs[0]) is tracing.OFF\n"
         "assert jobs[0].trace_context is None\n"
         "assert not [m for m in sys.modules if m.startswith('opentelemetry.')]\n"
         "print('ok')\n"
