@@ -52,6 +52,19 @@ def test_every_line_of_a_drain_is_structured(start_worker, line_format, processe
     assert Job.objects.filter(status="succeeded").count() == 1
 
 
+def test_the_projects_own_handlers_write_the_format_too(start_worker):
+    """tests/settings.py gives the package's loggers a console handler at WARNING, as a project
+    would: --log-format json sets its format, and its level still holds."""
+    add.enqueue(1, 2)
+    bad = always_fails.using(max_attempts=1).enqueue("boom")
+    worker = start_worker("--burst", "--log-format", "json", settings=FAST)
+    assert worker.wait() == 0, worker.output
+    records = [json.loads(line) for line in worker.output.splitlines() if line]
+    finished = [r for r in records if r["event"] == "job.finished"]
+    assert [(r["job_id"], r["level"]) for r in finished] == [(bad.pk, "warning")]  # no INFO
+    assert {"worker.started", "worker.stopped"} <= {r["event"] for r in records}
+
+
 def test_a_traceback_stays_on_its_line():
     import logging
     import sys
