@@ -159,6 +159,25 @@ def test_no_receiver_no_signal_attempt():
     assert type(runner._load(job)) is runner.Attempt
 
 
+def test_django_tasks_jobs_get_djangos_signals_not_these(received):
+    pytest.importorskip("django.tasks")
+    from django.tasks.signals import task_enqueued
+
+    from tests.testapp.django_tasks import add as django_add
+
+    djangos = []
+    task_enqueued.connect(lambda **kw: djangos.append(kw), weak=False, dispatch_uid="t")
+    try:
+        result = django_add.enqueue(1, 2)
+    finally:
+        task_enqueued.disconnect(dispatch_uid="t")
+    assert len(djangos) == 1 and received == []
+    (job,) = Job.objects.claim(None, "w1")
+    assert job.pk == int(result.id)
+    run_job(job)
+    assert received == []  # Django's task_started / task_finished instead
+
+
 def test_the_django_tasks_prefix_is_the_backends():
     pytest.importorskip("django.tasks")
     from django_sqlqueue.backend import DJANGO_TASK_PREFIX
