@@ -63,6 +63,9 @@ class Job(models.Model):
     errors = models.JSONField(db_default=models.Value("[]"))
     # NULL, not "", means "no key": the partial unique index skips NULLs.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # The OpenTelemetry context of the enqueue ({"traceparent": ...}), which the run's span links
+    # to (tracing.py); NULL without tracing, or in rows inserted by hand.
+    trace_context = models.JSONField(null=True, blank=True, editable=False)
 
     objects = JobQuerySet.as_manager()
 

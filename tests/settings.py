@@ -113,3 +113,18 @@ if django.VERSION >= (6, 0):
 if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
     # The schedules of tests/testapp/periodic.py, for the workers of tests/process/test_schedules.
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "periodic"]
+
+if os.environ.get("SQLQUEUE_TEST_SIGNAL_LOG"):
+    # Receivers of the @job signals that log to that file (tests/process/test_signals.py).
+    SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "signal_log"]
+
+if os.environ.get("SQLQUEUE_TEST_OTEL_FILE"):
+    # An OpenTelemetry SDK exporting to that file (tests/process/test_tracing.py).
+    from tests.support import otel_export
+
+    otel_export.install(os.environ["SQLQUEUE_TEST_OTEL_FILE"])
+
+if os.environ.get("SQLQUEUE_TEST_WORKER_LOGGING"):
+    # As a project that leaves the package's loggers alone: runworker prints its log lines
+    # itself, at INFO (tests/process/test_log_format.py).
+    del LOGGING["loggers"]["django_sqlqueue"]

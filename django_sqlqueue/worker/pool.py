@@ -18,6 +18,7 @@ from django.db import connections
 
 from .. import metrics, runner
 from ..execution import report
+from .log_format import fields
 from .outcome_writer import OutcomeWriter
 from .resilience import tidy_connections
 
@@ -238,6 +239,9 @@ class Pool:
             logger.warning(
                 "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
                 job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
+                extra=fields("job.finished_late", task=job.task_name, job_id=job.pk,
+                             attempt=job.attempts,
+                             duration_ms=round(outcome.duration_seconds * 1000, 1)),
             )
             if done:
                 self.on_slot_free()

@@ -19,9 +19,10 @@ from django.utils import timezone
 from .. import __version__, metrics
 from ..models import Job, Worker
 from ..sql import DatabaseNow
-from . import identity
+from . import identity, log_format
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
+from .log_format import fields
 from .maintenance import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
@@ -111,7 +112,8 @@ class WorkerProcess:
         """75 to be replaced by a fresh process, 0 otherwise. A signal wins over a recycle
         decided just before it: a worker asked to stop must not start again."""
         if self.recycle_reason and not self.signalled:
-            self._say(f"recycling: {self.recycle_reason}")
+            self._say(f"recycling: {self.recycle_reason}", "worker.recycling",
+                      reason=self.recycle_reason)
             return RECYCLE_EXIT_CODE
         return 0
 
@@ -148,7 +150,7 @@ class WorkerProcess:
         if self.recycle_reason:
             return False
         if self.config.supervised and os.getppid() != self.parent_pid:
-            self._say("the supervisor is gone: stopping")
+            self._say("the supervisor is gone: stopping", "worker.orphaned", level="warning")
             return False
         if self.config.burst:
             if clock() - self._last_progress >= 2:
@@ -156,7 +158,7 @@ class WorkerProcess:
                 self._last_progress = clock()
             if not claimed and self.pool.is_idle() and not self._due_soon():
                 self._print_progress()
-                self._say("burst: nothing left to do, exiting")
+                self._say("burst: nothing left to do, exiting", "worker.drained")
                 return False
         return True
 
@@ -230,8 +232,10 @@ class WorkerProcess:
         deadline = time.monotonic() + self.config.shutdown_timeout
 
         if self.pool.busy():
+            busy = len(self.pool.busy())
             self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
-                      f"{len(self.pool.busy())} running job(s) to finish")
+                      f"{busy} running job(s) to finish", "worker.draining", running=busy,
+                      timeout_seconds=self.config.shutdown_timeout)
         while self.pool.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
         for entry in self.pool.busy():
@@ -249,7 +253,8 @@ class WorkerProcess:
             )
         except TRANSIENT:
             pass  # maintenance will reap the row
-        self._say(f"stopped after {self.outcomes.summary()}")
+        self._say(f"stopped after {self.outcomes.summary()}", "worker.stopped",
+                  worker=self.worker_id, **self.outcomes.counts())
 
     def _release(self, job):
         try:
@@ -258,7 +263,9 @@ class WorkerProcess:
         except TRANSIENT:
             released = False
         logger.warning("job released task=%s id=%s attempt=%s released=%s",
-                       job.task_name, job.pk, job.attempts, released)
+                       job.task_name, job.pk, job.attempts, released,
+                       extra=fields("job.released", task=job.task_name, job_id=job.pk,
+                                    attempt=job.attempts, released=released))
 
     # ---- helpers -----------------------------------------------------------------------
     def _register(self):
@@ -303,9 +310,11 @@ class WorkerProcess:
             if self.stopping.is_set():
                 if self.config.supervised:
                     return
-                self._say("second signal: exiting now; leases will rescue running jobs")
+                self._say("second signal: exiting now; leases will rescue running jobs",
+                          "worker.killed", level="warning", signal=signal.Signals(signum).name)
                 os._exit(1)
-            self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish")
+            self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish",
+                      "worker.stopping", signal=signal.Signals(signum).name)
             self.signalled = True
             self.stopping.set()
             self.wakeup.poke()
@@ -327,7 +336,13 @@ class WorkerProcess:
             f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
             f"{self.config.heartbeat_interval:g}s\n"
             f"  schedules: {self._schedules_line()}"
-            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else "")
+            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else ""),
+            "worker.started", worker=self.worker_id, version=__version__, pid=os.getpid(),
+            database=connection.vendor, alias=self.alias, queues=self.config.queues,
+            concurrency=self.config.concurrency, supervised=self.config.supervised,
+            wakeup=self.wakeup.mode, lease_seconds=self.config.lease_seconds,
+            heartbeat_seconds=self.config.heartbeat_interval, burst=self.config.burst,
+            scheduler=self.scheduler is not None,
         )
 
     def _schedules_line(self) -> str:
@@ -346,9 +361,14 @@ class WorkerProcess:
         except TRANSIENT:
             return
         self._say(f"progress: attempts_run={self.pool.jobs_done} ready={ready} "
-                  f"unfinished={waiting}")
+                  f"unfinished={waiting}", "worker.progress", attempts_run=self.pool.jobs_done,
+                  ready=ready, unfinished=waiting)
 
-    def _say(self, text):
+    def _say(self, text, event, *, level="info", **values):
+        """Print one of this worker's own lines: ``text``, or with --log-format keyvalue/json
+        the ``event`` and its ``values`` on one line (worker/log_format.py)."""
+        if self.config.log_format != "text":
+            text = log_format.line(self.config.log_format, event, level=level, **values)
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
 
@@ -364,6 +384,14 @@ class OutcomeTally:
     def add(self, result) -> None:
         with self._lock:
             self._counts[result.outcome] += 1
+
+    def counts(self) -> dict:
+        """``{"attempts": n, "succeeded": n, "exhausted": n, "failed": n, "rescheduled": n,
+        "lost": n}``: every key, zero or not (the keys of the structured stop line)."""
+        with self._lock:
+            counts = dict(self._counts)
+        kinds = ("succeeded", "exhausted", "failed", "rescheduled", "lost")
+        return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in kinds}}
 
     def summary(self) -> str:
         """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)

@@ -9,7 +9,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import registry
-from ...worker import children
+from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
@@ -57,10 +57,13 @@ class Command(BaseCommand):
                                  "all. Needs the [prometheus] extra")
         parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
                             help="the interface --metrics-port listens on (default 0.0.0.0)")
+        parser.add_argument("--log-format", choices=log_format.FORMATS, default="text",
+                            help="text for people (default); keyvalue or json: every line the "
+                                 "worker writes is one key=value or JSON line with stable keys")
         parser.add_argument("--supervised", action="store_true", help=argparse_suppress())
 
     def handle(self, *args, **options):
-        self._configure_logging(options["verbosity"])
+        self._configure_logging(options["verbosity"], options["log_format"])
         try:
             config = WorkerConfig(
                 queues=options["queues"], concurrency=options["concurrency"],
@@ -70,7 +73,7 @@ class Command(BaseCommand):
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],
                 scheduler=not options["no_scheduler"], metrics_port=options["metrics_port"],
-                metrics_address=options["metrics_address"],
+                metrics_address=options["metrics_address"], log_format=options["log_format"],
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
@@ -143,15 +146,22 @@ class Command(BaseCommand):
         return Supervisor(processes=config.processes, start_child=start_child,
                           start_method=start_method, burst=config.burst,
                           shutdown_timeout=config.shutdown_timeout, out=self.stdout,
-                          **serving).run()
+                          log_format=config.log_format, **serving).run()
 
-    def _configure_logging(self, verbosity):
-        """Print the worker's key=value lines unless the project configured these loggers."""
+    def _configure_logging(self, verbosity, line_format):
+        """Print the worker's log lines unless the project configured these loggers; with
+        --log-format keyvalue/json, the handlers the project gave them write that format."""
         logger = logging.getLogger("django_sqlqueue")
-        if logger.handlers or verbosity == 0:
+        if verbosity == 0:
+            return
+        formatter = log_format.Formatter(line_format)
+        if logger.handlers:
+            if line_format != "text":
+                for handler in logger.handlers:
+                    handler.setFormatter(formatter)
             return
         handler = logging.StreamHandler(self.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(formatter)
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
         logger.propagate = False
