@@ -22,6 +22,8 @@ class System(harness.System):
     label = "django-sqlqueue"
     notes = []
     has_baseline = True
+    has_autocommit_enqueue = True
+    has_write_jobs = True
 
     def __init__(self, dsn, logdir):
         super().__init__(dsn, logdir)
@@ -52,6 +54,23 @@ class System(harness.System):
     def enqueue_one(self, i):
         with transaction.atomic():
             self.tasks.noop.enqueue(i)
+
+    def set_synchronous_commit(self, on):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET synchronous_commit = {'on' if on else 'off'}")
+
+    def enqueue_one_autocommit(self, i):
+        self.tasks.noop.enqueue(i)  # Django's autocommit: the INSERT commits on its own
+
+    def prefill_write(self, n):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
+                "SELECT 'benchmarks.benchapp.tasks.write', "
+                "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
+                "FROM generate_series(1, %s) AS i",
+                [n],
+            )
 
     def baseline_one(self, i):
         with transaction.atomic():
