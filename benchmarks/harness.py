@@ -543,59 +543,61 @@ def run(system: System, sizes: dict, scenarios: list, config: dict) -> dict:
     out["commit_probe"] = runner.commit_probe()
     log(f"{system.label}: commit probe {json.dumps(_short(out['commit_probe']))}")
     for scenario in scenarios:
+        if scenario in out:  # a scenario run again (run.py --scenarios a,b,a,b): "a#2", ...
+            key = next(f"{scenario}#{k}" for k in range(2, 100) if f"{scenario}#{k}" not in out)
+            out[key] = _run_one(runner, system, scenario, sizes, config)
+            log(f"{system.label}: {key}: {json.dumps(_short(out[key]))}")
+            continue
         log(f"{system.label}: {scenario}")
         started = time.perf_counter()
-        try:
-            if scenario == "enqueue":
-                out["enqueue"] = runner.enqueue_single()
-            elif scenario == "enqueue_autocommit":
-                out[scenario] = runner.enqueue_single(autocommit=True)
-            elif scenario == "enqueue_nosync":  # what the WAL flush costs the enqueue
-                out[scenario] = runner.enqueue_single(durable=False)
-            elif scenario == "pickup_nosync":  # what the claim's WAL flush costs the pickup
-                out[scenario] = runner.pickup({"BENCH_SYNCHRONOUS_COMMIT": "off"}, scenario)
-            elif scenario in ("enqueue16", "enqueue16_nonotify"):
-                env = {"BENCH_SQLQUEUE_NOTIFY": "0"} if scenario.endswith("nonotify") else {}
-                out[scenario] = runner.enqueue_concurrent(config, env)
-            elif scenario == "drain_long":  # start-up under 10% of the drain
-                out[scenario] = runner.drain(
-                    runner._size("drain_long"), sizes["processes"], sizes["drain_long_cap_s"],
-                    label=scenario,
-                )
-            elif scenario == "drain_write":  # each job inserts one row
-                out[scenario] = runner.drain(
-                    runner._size("drain_write"), sizes["processes"], sizes["drain_cap_s"],
-                    label=scenario, write=True,
-                )
-            elif scenario == "bulk":
-                out["bulk"] = runner.bulk()
-            elif scenario == "drain":
-                out["drain"] = runner.drain(
-                    runner._size("drain"), sizes["processes"], sizes["drain_cap_s"]
-                )
-            elif scenario == "pickup":
-                out["pickup"] = runner.pickup()
-            elif scenario == "claim":
-                out["claim"] = runner.claim_time()
-            elif scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
-                out["drain_queue"] = runner.drain(
-                    runner._size("drain"), sizes["processes"], sizes["drain_cap_s"],
-                    label="drain_queue", queue="default",
-                )
-            elif scenario == "memory":
-                out["memory"] = runner.drain(
-                    runner._size("memory"), 1, sizes["memory_cap_s"], label="memory",
-                    feed=sizes["memory_backlog"],
-                )
-        except Exception as exc:  # reported, not fatal: the other scenarios still run
-            import traceback
-
-            traceback.print_exc()
-            out[scenario] = {"error": f"{type(exc).__name__}: {exc}"}
+        out[scenario] = _run_one(runner, system, scenario, sizes, config)
         log(f"{system.label}: {scenario} took {time.perf_counter() - started:.1f}s: "
             f"{json.dumps(_short(out.get(scenario)))}")
     system.close()
     return out
+
+
+def _run_one(runner, system, scenario, sizes, config):
+    """One scenario's result (or ``{"error": ...}``: reported, not fatal)."""
+    processes, cap = sizes.get("processes"), sizes.get("drain_cap_s")
+    try:
+        if scenario == "enqueue":
+            return runner.enqueue_single()
+        if scenario == "enqueue_autocommit":
+            return runner.enqueue_single(autocommit=True)
+        if scenario == "enqueue_nosync":  # what the WAL flush costs the enqueue
+            return runner.enqueue_single(durable=False)
+        if scenario in ("enqueue16", "enqueue16_nonotify"):
+            env = {"BENCH_SQLQUEUE_NOTIFY": "0"} if scenario.endswith("nonotify") else {}
+            return runner.enqueue_concurrent(config, env)
+        if scenario == "bulk":
+            return runner.bulk()
+        if scenario == "drain":
+            return runner.drain(runner._size("drain"), processes, cap)
+        if scenario == "drain_long":  # start-up under 10% of the drain
+            return runner.drain(runner._size("drain_long"), processes,
+                                sizes["drain_long_cap_s"], label=scenario)
+        if scenario == "drain_write":  # each job inserts one row
+            return runner.drain(runner._size("drain_write"), processes, cap, label=scenario,
+                                write=True)
+        if scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
+            return runner.drain(runner._size("drain"), processes, cap, label=scenario,
+                                queue="default")
+        if scenario == "memory":
+            return runner.drain(runner._size("memory"), 1, sizes["memory_cap_s"],
+                                label=scenario, feed=sizes["memory_backlog"])
+        if scenario == "pickup":
+            return runner.pickup()
+        if scenario == "pickup_nosync":  # what the claim's WAL flush costs the pickup
+            return runner.pickup({"BENCH_SYNCHRONOUS_COMMIT": "off"}, scenario)
+        if scenario == "claim":
+            return runner.claim_time()
+    except Exception as exc:  # reported, not fatal: the other scenarios still run
+        import traceback
+
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    raise ValueError(f"unknown scenario {scenario!r}")
 
 
 def _short(value):

@@ -156,13 +156,14 @@ def loadavg() -> float:
 
 
 # ---- one system -----------------------------------------------------------------------------
-def run_system(cluster, name, sizes, logdir: Path, timeout: float, redis=None) -> dict:
+def run_system(cluster, name, sizes, logdir: Path, timeout: float, redis=None,
+               only=None) -> dict:
     failed = HERE / ".venvs" / f"{VENV_OF.get(name, name)}.failed"
     if failed.exists() or not venv_python(name).exists():
         reason = failed.read_text().strip() if failed.exists() else "no virtualenv"
         return {"system": name, "label": LABELS[name], "error": f"not installed: {reason}"}
     dsn = cluster.create_database(name)
-    scenarios = ONLY.get(name, SCENARIOS + EXTRA.get(name, []))
+    scenarios = only or ONLY.get(name, SCENARIOS + EXTRA.get(name, []))
     config = {"dsn": dsn, "sizes": sizes, "scenarios": scenarios, "logdir": str(logdir / name)}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if name in REDIS_SYSTEMS:
@@ -650,6 +651,8 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes, to check that everything runs (numbers meaningless)")
     parser.add_argument("--no-pgbench", action="store_true")
+    parser.add_argument("--scenarios", help="comma-separated scenarios to run instead of each "
+                        "system's own list; a name given twice runs twice (a, a#2, ...)")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
     parser.add_argument("--system-timeout", type=float, default=480)
     parser.add_argument("--render", metavar="RESULTS_JSON",
@@ -687,7 +690,8 @@ def main():
         for name in names:
             say(f"==> {LABELS[name]}")
             report["systems"].append(
-                run_system(cluster, name, sizes, outdir, args.system_timeout, redis)
+                run_system(cluster, name, sizes, outdir, args.system_timeout, redis,
+                           args.scenarios.split(",") if args.scenarios else None)
             )
             if "error" in report["systems"][-1]:
                 say(f"    n/a: {report['systems'][-1]['error']}")
