@@ -63,14 +63,7 @@ class System(harness.System):
         self.tasks.noop.enqueue(i)  # Django's autocommit: the INSERT commits on its own
 
     def prefill_write(self, n):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
-                "SELECT 'benchmarks.benchapp.tasks.write', "
-                "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
-                "FROM generate_series(1, %s) AS i",
-                [n],
-            )
+        self.prefill(n, task="benchmarks.benchapp.tasks.write")
 
     def baseline_one(self, i):
         with transaction.atomic():
@@ -83,16 +76,16 @@ class System(harness.System):
             with transaction.atomic():
                 self.Job.objects.bulk_enqueue(jobs)
 
-    def prefill(self, n):
+    def prefill(self, n, task="benchmarks.benchapp.tasks.noop"):
         # A plain SQL INSERT of task name and payload is a documented way to enqueue; every
         # other column takes its database default. Much faster than building n Job objects.
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
-                "SELECT 'benchmarks.benchapp.tasks.noop', "
+                "SELECT %s, "
                 "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
                 "FROM generate_series(1, %s) AS i",
-                [n],
+                [task, n],
             )
 
     def enqueue_pickup(self, key):
