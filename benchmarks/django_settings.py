@@ -26,12 +26,26 @@ DATABASES = {
         "PORT": _url.port,
     }
 }
+# The pickup_nosync scenario's workers: commits (the claim's above all) do not wait for their WAL
+# flush, to measure what that flush adds to the pickup latency. Never the default.
+if os.environ.get("BENCH_SYNCHRONOUS_COMMIT") == "off":
+    DATABASES["default"]["OPTIONS"] = {"options": "-c synchronous_commit=off"}
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
 LOGGING = {"version": 1, "disable_existing_loggers": False,
            "root": {"handlers": [], "level": "WARNING"}}
 
 if SYSTEM == "sqlqueue":
     INSTALLED_APPS += ["django_sqlqueue"]
+    # Only for the concurrent-enqueue scenario's second run: wake-ups (NOTIFY at commit) off.
+    if os.environ.get("BENCH_SQLQUEUE_NOTIFY") == "0":
+        SQLQUEUE = {"NOTIFY": False}
+elif SYSTEM in ("celery", "celery_solo"):
+    # Celery's settings come from here (namespace CELERY_); only the broker is set, every other
+    # setting at Celery's default (no result backend, prefetch multiplier 4, early ack).
+    CELERY_BROKER_URL = os.environ.get("BENCH_REDIS_URL")
+elif SYSTEM == "rq":
+    INSTALLED_APPS += ["django_rq"]
+    RQ_QUEUES = {"default": {"URL": os.environ.get("BENCH_REDIS_URL")}}
 elif SYSTEM == "django_tasks_db":
     INSTALLED_APPS += ["django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

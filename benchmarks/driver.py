@@ -1,6 +1,6 @@
 """Run the scenarios for one system, inside that system's virtualenv; print JSON on stdout.
 
-    python -m benchmarks.driver SYSTEM CONFIG_JSON [--setup-only]
+    python -m benchmarks.driver SYSTEM CONFIG_JSON [--setup-only | --enqueue-many N]
 
 CONFIG_JSON: {"dsn": ..., "sizes": {...}, "scenarios": [...], "logdir": ...}. The orchestrator
 (benchmarks/run.py) calls this; running it by hand is handy for one system.
@@ -23,8 +23,31 @@ def main(argv) -> int:
     if "--setup-only" in argv:
         system.setup()
         return 0
-    result = harness.run(system, config["sizes"], config["scenarios"])
+    if "--enqueue-many" in argv:
+        return enqueue_many(system, int(argv[argv.index("--enqueue-many") + 1]))
+    result = harness.run(system, config["sizes"], config["scenarios"], config)
     sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+def enqueue_many(system, n: int) -> int:
+    """One process of the concurrent-enqueue scenario: warm up, say "ready", wait for "go" on
+    stdin, enqueue ``n`` jobs one per transaction, print their times as JSON."""
+    import time
+
+    system.after_fork()
+    for i in range(5):
+        system.enqueue_one(i)
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return 1
+    times = []
+    for i in range(n):
+        started = time.perf_counter()
+        system.enqueue_one(i)
+        times.append(time.perf_counter() - started)
+    print(json.dumps({"times": times}), flush=True)
+    system.close()
     return 0
 
 

@@ -183,6 +183,34 @@ class System:
         """Enqueue one job that calls ``record_pickup(key)``, in its own transaction."""
         raise NotImplementedError
 
+    #: Whether ``enqueue_one_autocommit`` exists (the scenario is skipped otherwise).
+    has_autocommit_enqueue = False
+
+    def enqueue_one_autocommit(self, i: int) -> None:
+        """Enqueue one no-op job outside any transaction block: Django's autocommit, Celery's
+        ``delay()``, RQ's ``enqueue()``."""
+        raise NotImplementedError
+
+    def unfinished_count(self):
+        """Jobs not finished yet, for systems whose queue is not in PostgreSQL (Redis); ``None``
+        means: run ``unfinished_sql()`` on the system's database."""
+        return None
+
+    #: Whether ``prefill_write`` exists: jobs that each insert one ``benchapp_order`` row.
+    has_write_jobs = False
+
+    def prefill_write(self, n: int) -> None:
+        """Put ``n`` jobs in the queue that each do one small database write (untimed)."""
+        raise NotImplementedError
+
+    def set_synchronous_commit(self, on: bool) -> None:
+        """Turn ``synchronous_commit`` off or back on for the enqueuing session (the
+        ``enqueue_nosync`` scenario, django-sqlqueue only)."""
+        raise NotImplementedError
+
+    def after_fork(self) -> None:
+        """Called in an enqueuing process of the concurrent-enqueue scenario before it starts."""
+
     def worker_specs(self, processes: int, **options) -> list:
         """[(argv, env)] of the processes that make ``processes`` workers, as documented."""
         raise NotImplementedError
@@ -218,6 +246,9 @@ class Runner:
         self.conn = psycopg.connect(system.dsn, autocommit=True)
 
     def unfinished(self) -> int:
+        count = self.system.unfinished_count()
+        if count is not None:
+            return count
         return self.conn.execute(self.system.unfinished_sql()).fetchone()[0]
 
     def sql(self, statement: str):
@@ -245,18 +276,25 @@ class Runner:
             return value.get(self.system.name, value["default"])
         return value
 
-    def enqueue_single(self) -> dict:
+    def enqueue_single(self, autocommit: bool = False, durable: bool = True) -> dict | None:
+        """With ``durable=False``, the system's session runs with ``synchronous_commit = off``:
+        a commit no longer waits for its WAL flush, the durability of a Redis broker."""
         n = self.sizes["single_enqueue"]
         system = self.system
+        if autocommit and not system.has_autocommit_enqueue:
+            return None
+        if not durable:
+            system.set_synchronous_commit(False)
+        enqueue = system.enqueue_one_autocommit if autocommit else system.enqueue_one
         for i in range(20):  # warm up connections and caches
-            system.enqueue_one(i)
+            enqueue(i)
             system.baseline_one(i)
         system.reset()
         times, base_times = [], []
         for i in range(n):
             # Interleaved with the baseline, so both see the same disk and the same moment.
             started = time.perf_counter()
-            system.enqueue_one(i)
+            enqueue(i)
             times.append(time.perf_counter() - started)
             started = time.perf_counter()
             if system.has_baseline:
@@ -273,6 +311,8 @@ class Runner:
             result["baseline_mean_ms"] = statistics.mean(base_times) * 1000
             result["baseline_p50_ms"] = percentile(base_times, 50) * 1000
             result["ratio_vs_baseline"] = statistics.mean(times) / statistics.mean(base_times)
+        if not durable:
+            system.set_synchronous_commit(True)
         system.reset()
         return result
 
@@ -290,14 +330,27 @@ class Runner:
 
     # drain -----------------------------------------------------------------------------------
     def drain(self, n: int, processes: int, cap: float, label: str = "drain", *,
-              feed: int | None = None, **worker_options) -> dict:
+              feed: int | None = None, write: bool = False, **worker_options) -> dict | None:
         """Run ``processes`` workers over ``n`` no-op jobs. With ``feed``, the queue is not filled
         up front but kept at about ``feed`` ready jobs, topped up as the workers take them (the
-        memory scenario: many jobs through one worker, without a huge backlog)."""
+        memory scenario: many jobs through one worker, without a huge backlog). With ``write``,
+        each job inserts one ``benchapp_order`` row instead, and a job counts as done once its
+        row is committed (the same measure for every system, whatever its queue)."""
         system = self.system
+        if write and not system.has_write_jobs:
+            return None
         system.reset()
         inserted = min(n, 2 * feed) if feed else n
-        system.prefill(inserted)
+        if write:
+            self.sql("TRUNCATE benchapp_order")
+            system.prefill_write(inserted)
+
+            def unfinished():
+                return inserted - self.conn.execute(
+                    "SELECT count(*) FROM benchapp_order").fetchone()[0]
+        else:
+            system.prefill(inserted)
+            unfinished = self.unfinished
         self.sql("VACUUM ANALYZE")
         self.sql("CHECKPOINT")
         samples = []  # (seconds since start, done)
@@ -308,8 +361,8 @@ class Runner:
         try:
             while True:
                 now = time.perf_counter() - started
-                unfinished = self.unfinished()
-                done = inserted - unfinished
+                unfinished_now = unfinished()
+                done = inserted - unfinished_now
                 samples.append((now, done))
                 if now >= next_memory:
                     per_pid = tree_rss(workers.pids)
@@ -320,7 +373,7 @@ class Runner:
                 if not workers.alive():
                     log(f"{label}: a worker process exited early; see {system.logdir}")
                     break
-                if feed and unfinished < feed and inserted < n:
+                if feed and unfinished_now < feed and inserted < n:
                     more = min(feed, n - inserted)
                     system.prefill(more)
                     inserted += more
@@ -341,6 +394,9 @@ class Runner:
             result["steady_jobs_per_s"] = (last[1] - first[1]) / (last[0] - first[0])
         first_done = next((s for s in samples if s[1] > 0), None)
         result["first_job_after_s"] = first_done[0] if first_done else None
+        if first_done and elapsed:
+            # Start-up's share of the drain: a drain is long enough when this is under 10%.
+            result["startup_share"] = first_done[0] / elapsed
         if memory:
             result["rss_mb_start"] = memory[min(1, len(memory) - 1)][1]
             result["rss_mb_end"] = memory[-1][1]
@@ -349,17 +405,61 @@ class Runner:
         system.reset()
         return result
 
+    # concurrent enqueue from many processes ------------------------------------------------
+    def enqueue_concurrent(self, config: dict, env: dict | None = None) -> dict:
+        """``processes`` processes (each a fresh interpreter running this system's driver) enqueue
+        ``per_process`` jobs each, one per transaction, all starting at one signal: jobs/s over
+        the wall time from the signal to the last one done. Web processes enqueueing at once;
+        with NOTIFY, every commit also takes PostgreSQL's notification-queue lock."""
+        processes = self.sizes["concurrent_processes"]
+        per_process = self.sizes["concurrent_per_process"]
+        self.system.reset()
+        argv = [sys.executable, "-m", "benchmarks.driver", self.system.name, json.dumps(config),
+                "--enqueue-many", str(per_process)]
+        procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+                 for _ in range(processes)]
+        try:
+            for proc in procs:  # each says "ready" once connected and warmed up
+                line = proc.stdout.readline().strip()
+                if line != "ready":
+                    raise RuntimeError(f"an enqueuing process failed to start: {line!r}")
+            self.system.reset()  # the warm-up jobs
+            started = time.perf_counter()
+            for proc in procs:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            latencies = []
+            for proc in procs:
+                out = json.loads(proc.stdout.readline())
+                latencies += out["times"]
+            elapsed = time.perf_counter() - started
+        finally:
+            for proc in procs:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+                proc.wait(30)
+        total = processes * per_process
+        result = {"processes": processes, "per_process": per_process, "seconds": elapsed,
+                  "jobs_per_s": total / elapsed, "enqueued": self.unfinished(),
+                  "p50_ms": percentile(latencies, 50) * 1000,
+                  "p95_ms": percentile(latencies, 95) * 1000}
+        self.system.reset()
+        return result
+
     # pickup latency --------------------------------------------------------------------------
-    def pickup(self) -> dict:
+    def pickup(self, worker_env: dict | None = None, label: str = "pickup") -> dict:
         system = self.system
         rate, count = self.sizes["pickup_rate"], self.sizes["pickup_jobs"]
         system.reset()
         fd, path = tempfile.mkstemp(prefix="pickup-", suffix=".txt")
         os.close(fd)
         os.chmod(path, 0o666)
-        specs = [(argv, {**env, "BENCH_PICKUP_FILE": path})
+        specs = [(argv, {**env, **(worker_env or {}), "BENCH_PICKUP_FILE": path})
                  for argv, env in system.worker_specs(self.sizes["processes"])]
-        workers = Workers(specs, system.logdir, "pickup")
+        workers = Workers(specs, system.logdir, label)
         try:
             # Warm-up: the workers are up once these ran; then let them fall idle.
             for key in range(-5, 0):
@@ -434,7 +534,7 @@ class Runner:
         return result
 
 
-def run(system: System, sizes: dict, scenarios: list) -> dict:
+def run(system: System, sizes: dict, scenarios: list, config: dict) -> dict:
     out = {"system": system.name, "label": system.label, "version": system.version(),
            "python": sys.version.split()[0], "notes": list(system.notes)}
     log(f"{system.label} {out['version']}: setup")
@@ -443,40 +543,61 @@ def run(system: System, sizes: dict, scenarios: list) -> dict:
     out["commit_probe"] = runner.commit_probe()
     log(f"{system.label}: commit probe {json.dumps(_short(out['commit_probe']))}")
     for scenario in scenarios:
+        if scenario in out:  # a scenario run again (run.py --scenarios a,b,a,b): "a#2", ...
+            key = next(f"{scenario}#{k}" for k in range(2, 100) if f"{scenario}#{k}" not in out)
+            out[key] = _run_one(runner, system, scenario, sizes, config)
+            log(f"{system.label}: {key}: {json.dumps(_short(out[key]))}")
+            continue
         log(f"{system.label}: {scenario}")
         started = time.perf_counter()
-        try:
-            if scenario == "enqueue":
-                out["enqueue"] = runner.enqueue_single()
-            elif scenario == "bulk":
-                out["bulk"] = runner.bulk()
-            elif scenario == "drain":
-                out["drain"] = runner.drain(
-                    runner._size("drain"), sizes["processes"], sizes["drain_cap_s"]
-                )
-            elif scenario == "pickup":
-                out["pickup"] = runner.pickup()
-            elif scenario == "claim":
-                out["claim"] = runner.claim_time()
-            elif scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
-                out["drain_queue"] = runner.drain(
-                    runner._size("drain"), sizes["processes"], sizes["drain_cap_s"],
-                    label="drain_queue", queue="default",
-                )
-            elif scenario == "memory":
-                out["memory"] = runner.drain(
-                    runner._size("memory"), 1, sizes["memory_cap_s"], label="memory",
-                    feed=sizes["memory_backlog"],
-                )
-        except Exception as exc:  # reported, not fatal: the other scenarios still run
-            import traceback
-
-            traceback.print_exc()
-            out[scenario] = {"error": f"{type(exc).__name__}: {exc}"}
+        out[scenario] = _run_one(runner, system, scenario, sizes, config)
         log(f"{system.label}: {scenario} took {time.perf_counter() - started:.1f}s: "
             f"{json.dumps(_short(out.get(scenario)))}")
     system.close()
     return out
+
+
+def _run_one(runner, system, scenario, sizes, config):
+    """One scenario's result (or ``{"error": ...}``: reported, not fatal)."""
+    processes, cap = sizes.get("processes"), sizes.get("drain_cap_s")
+    try:
+        if scenario == "enqueue":
+            return runner.enqueue_single()
+        if scenario == "enqueue_autocommit":
+            return runner.enqueue_single(autocommit=True)
+        if scenario == "enqueue_nosync":  # what the WAL flush costs the enqueue
+            return runner.enqueue_single(durable=False)
+        if scenario in ("enqueue16", "enqueue16_nonotify"):
+            env = {"BENCH_SQLQUEUE_NOTIFY": "0"} if scenario.endswith("nonotify") else {}
+            return runner.enqueue_concurrent(config, env)
+        if scenario == "bulk":
+            return runner.bulk()
+        if scenario == "drain":
+            return runner.drain(runner._size("drain"), processes, cap)
+        if scenario == "drain_long":  # start-up under 10% of the drain
+            return runner.drain(runner._size("drain_long"), processes,
+                                sizes["drain_long_cap_s"], label=scenario)
+        if scenario == "drain_write":  # each job inserts one row
+            return runner.drain(runner._size("drain_write"), processes, cap, label=scenario,
+                                write=True)
+        if scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
+            return runner.drain(runner._size("drain"), processes, cap, label=scenario,
+                                queue="default")
+        if scenario == "memory":
+            return runner.drain(runner._size("memory"), 1, sizes["memory_cap_s"],
+                                label=scenario, feed=sizes["memory_backlog"])
+        if scenario == "pickup":
+            return runner.pickup()
+        if scenario == "pickup_nosync":  # what the claim's WAL flush costs the pickup
+            return runner.pickup({"BENCH_SYNCHRONOUS_COMMIT": "off"}, scenario)
+        if scenario == "claim":
+            return runner.claim_time()
+    except Exception as exc:  # reported, not fatal: the other scenarios still run
+        import traceback
+
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    raise ValueError(f"unknown scenario {scenario!r}")
 
 
 def _short(value):

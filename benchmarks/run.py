@@ -24,12 +24,20 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.pg import BenchCluster  # noqa: E402
+from benchmarks.redis_server import RedisServer  # noqa: E402
 
-SYSTEMS = ["sqlqueue", "pgqueuer", "procrastinate", "django_tasks_db", "django_q2", "raquel"]
+SYSTEMS = ["sqlqueue", "pgqueuer", "procrastinate", "django_tasks_db", "django_q2", "raquel",
+           "chancy", "celery", "celery_solo", "rq"]
 LABELS = {
     "sqlqueue": "django-sqlqueue", "pgqueuer": "pgqueuer", "procrastinate": "procrastinate",
     "django_tasks_db": "django-tasks-db", "django_q2": "django-q2 (ORM)", "raquel": "raquel",
+    "chancy": "Chancy", "celery": "Celery + Redis", "celery_solo": "Celery + Redis (solo)",
+    "rq": "RQ (django-rq)",
 }
+#: The peers whose queue is in Redis, not PostgreSQL (each gets its own Redis database number).
+REDIS_SYSTEMS = ["celery", "celery_solo", "rq"]
+#: Systems that share another's virtualenv.
+VENV_OF = {"celery_solo": "celery"}
 
 SIZES = {
     "processes": 2,  # W: worker processes in the drain and pickup scenarios
@@ -37,7 +45,7 @@ SIZES = {
     "bulk_enqueue": {"default": 20_000, "django_tasks_db": 5_000, "django_q2": 5_000,
                      "raquel": 1_000},
     "drain": {"default": 20_000, "procrastinate": 10_000, "django_tasks_db": 5_000,
-              "django_q2": 1_000, "raquel": 5_000},
+              "django_q2": 1_000, "raquel": 5_000, "chancy": 1_000},
     "drain_cap_s": 40,  # a drain stops here; the rate is then done / elapsed
     "pickup_rate": 5,  # jobs per second, Poisson arrivals: low enough for every system's workers
     "pickup_jobs": 100,
@@ -48,18 +56,44 @@ SIZES = {
     "memory": {"default": 100_000},
     "memory_backlog": 1_000,  # the memory run keeps about this many jobs ready
     "memory_cap_s": 75,
+    # Concurrent enqueue: this many processes, each this many jobs, one per transaction.
+    "concurrent_processes": 16,
+    "concurrent_per_process": 150,
+    # The long drain: sized per system so that start-up is under 10% of it (checked and shown).
+    # (procrastinate, RQ and Chancy drain so slowly that the plain drain is long enough.)
+    "drain_long": {"default": 30_000, "sqlqueue": 240_000, "pgqueuer": 120_000},
+    "drain_long_cap_s": 90,
+    # Jobs that each insert one row.
+    "drain_write": {"default": 10_000, "sqlqueue": 20_000, "rq": 3_000},
 }
 QUICK_SIZES = {
     **SIZES, "single_enqueue": 50, "bulk_enqueue": {"default": 2_000, "raquel": 200},
     "drain": {"default": 2_000, "django_q2": 200, "raquel": 1_000}, "drain_cap_s": 15,
     "pickup_jobs": 20, "claim_finished": [1_000, 20_000], "claim_samples": 30,
     "memory": {"default": 5_000}, "memory_cap_s": 15,
+    "concurrent_processes": 4, "concurrent_per_process": 20,
+    "drain_long": {"default": 3_000, "rq": 500}, "drain_long_cap_s": 20,
+    "drain_write": {"default": 1_000, "rq": 300},
 }
 SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # django-sqlqueue also drains with `runworker --queue default` (its claim then walks the ready
 # index), and runs many jobs through one worker for its memory. For the peers, the drain
 # scenario samples the workers' memory.
-EXTRA = {"sqlqueue": ["drain_queue", "memory"]}
+# The scenarios added with the Redis peers (issue 18), for django-sqlqueue, the two fastest
+# PostgreSQL peers and the Redis peers: single enqueue in autocommit, concurrent enqueue from 16
+# processes (django-sqlqueue also with NOTIFY off), the long drain, and jobs that write a row.
+EXTRA = {
+    "sqlqueue": ["drain_queue", "memory", "enqueue_autocommit", "enqueue16",
+                 "enqueue16_nonotify", "drain_long", "drain_write", "enqueue_nosync",
+                 "pickup_nosync"],
+    "pgqueuer": ["enqueue_autocommit", "enqueue16", "drain_long"],
+    "procrastinate": ["enqueue_autocommit", "enqueue16", "drain_write"],
+    "chancy": ["enqueue_autocommit", "enqueue16"],
+    "celery": ["enqueue_autocommit", "enqueue16", "drain_long", "drain_write"],
+    "rq": ["enqueue_autocommit", "enqueue16", "drain_write"],
+}
+# Celery's solo pool differs from Celery's default only in its workers: no enqueue scenarios.
+ONLY = {"celery_solo": ["drain", "pickup", "drain_long", "drain_write"]}
 
 # The variants of pgbench/claim_complete.sql (see its header); minimal_claim_complete.sql is
 # used as it is.
@@ -89,7 +123,7 @@ def say(text):
 
 
 def venv_python(name: str) -> Path:
-    return HERE / ".venvs" / name / "bin" / "python"
+    return HERE / ".venvs" / VENV_OF.get(name, name) / "bin" / "python"
 
 
 def machine() -> dict:
@@ -122,21 +156,27 @@ def loadavg() -> float:
 
 
 # ---- one system -----------------------------------------------------------------------------
-def run_system(cluster, name, sizes, logdir: Path, timeout: float) -> dict:
-    failed = HERE / ".venvs" / f"{name}.failed"
+def run_system(cluster, name, sizes, logdir: Path, timeout: float, redis=None,
+               only=None) -> dict:
+    failed = HERE / ".venvs" / f"{VENV_OF.get(name, name)}.failed"
     if failed.exists() or not venv_python(name).exists():
         reason = failed.read_text().strip() if failed.exists() else "no virtualenv"
         return {"system": name, "label": LABELS[name], "error": f"not installed: {reason}"}
     dsn = cluster.create_database(name)
-    config = {"dsn": dsn, "sizes": sizes, "scenarios": SCENARIOS + EXTRA.get(name, []),
-              "logdir": str(logdir / name)}
+    scenarios = only or ONLY.get(name, SCENARIOS + EXTRA.get(name, []))
+    config = {"dsn": dsn, "sizes": sizes, "scenarios": scenarios, "logdir": str(logdir / name)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if name in REDIS_SYSTEMS:
+        if redis is None:
+            return {"system": name, "label": LABELS[name], "error": "no Redis server"}
+        # Its own Redis database number, so a system never sees another's leftovers.
+        env["BENCH_REDIS_URL"] = redis.url.rsplit("/", 1)[0] + f"/{REDIS_SYSTEMS.index(name)}"
     started, load_before = time.monotonic(), loadavg()
     stdout_path = logdir / f"{name}.json"
     with open(logdir / f"{name}.log", "w") as log, open(stdout_path, "w") as stdout:
         proc = subprocess.Popen(
             [str(venv_python(name)), "-m", "benchmarks.driver", name, json.dumps(config)],
-            cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
         )
 
         def pump():
@@ -253,6 +293,14 @@ METRICS = [
     ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s"), "{:,.0f}", True),
     ("Drain, W=2, incl. start-up (jobs/s)", ("drain", "jobs_per_s"), "{:,.0f}", True),
     ("Drain, W=2, once started (jobs/s)", ("drain", "steady_jobs_per_s"), "{:,.0f}", True),
+    ("Long drain, W=2, once started (jobs/s)", ("drain_long", "steady_jobs_per_s"), "{:,.0f}",
+     True),
+    ("Drain start-up share (long drain, else the drain): jobs, share", None, "startup", None),
+    ("Drain of jobs writing 1 row, W=2, once started (jobs/s)",
+     ("drain_write", "steady_jobs_per_s"), "{:,.0f}", True),
+    ("Enqueue, autocommit (jobs/s)", ("enqueue_autocommit", "jobs_per_s"), "{:,.0f}", True),
+    ("Enqueue from 16 processes, 1 job/transaction (jobs/s)", ("enqueue16", "jobs_per_s"),
+     "{:,.0f}", True),
     ("Pickup latency p50 (ms)", ("pickup", "p50_ms"), "{:,.1f}", False),
     ("Pickup latency p95 (ms)", ("pickup", "p95_ms"), "{:,.1f}", False),
     ("Pickup latency p99 (ms)", ("pickup", "p99_ms"), "{:,.1f}", False),
@@ -268,6 +316,13 @@ def cell(result, metric):
     label, path, fmt, _ = metric
     if "error" in result:
         return "n/a"
+    if path is None and fmt == "startup":
+        drain = _get(result, "drain_long")
+        if not isinstance(drain, dict) or "startup_share" not in drain:
+            drain = _get(result, "drain")
+        if not isinstance(drain, dict) or "startup_share" not in drain:
+            return "n/a"
+        return f"{drain['n']:,}, {drain['startup_share']:.0%}"
     if path is None:  # memory
         start, end = _get(result, "drain", "rss_mb_start"), _get(result, "drain", "rss_mb_end")
         if start is None:
@@ -280,7 +335,7 @@ def cell(result, metric):
             return "error"
         return "n/a"
     text = fmt.format(value)
-    if path[0] == "drain" and not _get(result, "drain", "completed"):
+    if path[0].startswith("drain") and not _get(result, path[0], "completed"):
         text += "*"
     return text
 
@@ -363,6 +418,87 @@ def targets(report, ours, peers) -> list:
     return lines
 
 
+def durability_lines(ours) -> list:
+    """django-sqlqueue's extra lines: NOTIFY off, and what the WAL flush costs (the Redis peers
+    do not wait for a disk)."""
+    lines = []
+    on, off = _get(ours, "enqueue16", "jobs_per_s"), _get(ours, "enqueue16_nonotify", "jobs_per_s")
+    if on and off:
+        lines += [f"django-sqlqueue enqueue from 16 processes: {on:,.0f} jobs/s with NOTIFY "
+                  f"(the default), {off:,.0f} jobs/s with `SQLQUEUE = {{\"NOTIFY\": False}}`: "
+                  f"{on / off:.2f}x.", ""]
+    durable, fast = _get(ours, "enqueue", "jobs_per_s"), _get(ours, "enqueue_nosync", "jobs_per_s")
+    if durable and fast:
+        lines += [f"django-sqlqueue single enqueue in a transaction with `synchronous_commit = "
+                  f"off` for the session (a commit does not wait for its WAL flush, as a Redis "
+                  f"broker does not wait for a disk): {fast:,.0f} jobs/s against {durable:,.0f} "
+                  f"with PostgreSQL's default ({fast / durable:.2f}x).", ""]
+    p50, p95 = _get(ours, "pickup_nosync", "p50_ms"), _get(ours, "pickup_nosync", "p95_ms")
+    if p50 and p95:
+        lines += [f"django-sqlqueue pickup with the workers' `synchronous_commit = off` (the "
+                  f"claim's commit does not wait for its WAL flush): p50 {p50:.1f} ms, p95 "
+                  f"{p95:.1f} ms, against {_get(ours, 'pickup', 'p50_ms'):.1f} and "
+                  f"{_get(ours, 'pickup', 'p95_ms'):.1f} ms with the default.", ""]
+    return lines
+
+
+def targets_redis(report, by_name) -> list:
+    """The targets of issue 18 (against the fastest PostgreSQL peer and Celery + Redis), each
+    with the numbers of this run."""
+    ours = by_name.get("sqlqueue")
+    if not ours or "error" in ours:
+        return []
+    lines = ["Targets of issue 18 (ratios from this run):", ""]
+
+    def fastest(names, *path, higher=True):
+        found = [(_get(by_name[n], *path), LABELS[n]) for n in names
+                 if n in by_name and _get(by_name[n], *path) is not None]
+        return (max if higher else min)(found) if found else (None, "?")
+
+    def verdict(ok):
+        return "met" if ok else "MISSED"
+
+    pg_peers = [n for n in SYSTEMS if n not in REDIS_SYSTEMS and n != "sqlqueue"]
+    celery = [n for n in ("celery", "celery_solo") if n in by_name]
+    for path, what in ((("drain_long", "steady_jobs_per_s"), "long drain, once started"),
+                       (("drain", "steady_jobs_per_s"), "drain, once started")):
+        mine = _get(ours, *path)
+        for group, name in ((pg_peers, "the fastest PostgreSQL peer"), (celery, "Celery")):
+            theirs, who = fastest(group, *path)
+            if mine and theirs:
+                lines.append(f"- Drain >= 5x {name} ({what}; {who} {theirs:,.0f}/s): "
+                             f"{mine:,.0f}/s = {mine / theirs:.2f}x: "
+                             f"{verdict(mine >= 5 * theirs)}.")
+    for key in ("p50_ms", "p95_ms"):
+        mine = _get(ours, "pickup", key)
+        theirs, who = fastest(celery, "pickup", key, higher=False)
+        if mine and theirs:
+            lines.append(f"- Pickup {key[:3]} within 1.5x of Celery's ({who} {theirs:.1f} ms): "
+                         f"{mine:.1f} ms = {mine / theirs:.2f}x its time: "
+                         f"{verdict(mine <= 1.5 * theirs)}.")
+    for scenario, what in (("enqueue", "in a transaction"), ("enqueue_autocommit", "autocommit")):
+        mine = _get(ours, scenario, "jobs_per_s")
+        theirs, who = fastest(pg_peers, scenario, "jobs_per_s")
+        if mine and theirs:
+            lines.append(f"- Single enqueue {what} >= the fastest PostgreSQL peer ({who} "
+                         f"{theirs:,.0f}/s): {mine:,.0f}/s = {mine / theirs:.2f}x: "
+                         f"{verdict(mine >= theirs)}.")
+        celery_rate = _get(by_name.get("celery", {}), scenario, "jobs_per_s")
+        if mine and celery_rate:
+            call = "delay_on_commit()" if scenario == "enqueue" else "delay()"
+            lines.append(f"- Single enqueue {what} >= 0.9x Celery's `{call}` "
+                         f"({celery_rate:,.0f}/s): {mine / celery_rate:.2f}x: "
+                         f"{verdict(mine >= 0.9 * celery_rate)}.")
+    on, off = _get(ours, "enqueue16", "jobs_per_s"), _get(ours, "enqueue16_nonotify", "jobs_per_s")
+    if on and off:
+        lines.append(f"- Enqueue from 16 processes with NOTIFY >= 0.95x without: {on:,.0f}/s vs "
+                     f"{off:,.0f}/s = {on / off:.2f}x: {verdict(on >= 0.95 * off)}.")
+    share = _get(ours, "drain_long", "startup_share")
+    if share is not None:
+        lines.append(f"- Long drain: start-up {share:.0%} of it (under 10% wanted).")
+    return lines
+
+
 def render(report) -> str:
     results = report["systems"]
     by_name = {r["system"]: r for r in results}
@@ -424,6 +560,8 @@ def render(report) -> str:
             f"→ {memory['rss_mb_end']:.1f} MB at the end."
         )
         lines.append("")
+    if ours and "error" not in ours:
+        lines += durability_lines(ours)
     if report.get("pgbench"):
         lines.append("The physical limit: pgbench running the bare claim-and-complete SQL (no "
                      "Python) on django-sqlqueue's table, and on a minimal job table:")
@@ -437,7 +575,9 @@ def render(report) -> str:
             lines.append(f"| {row['label']} | {jobs} | {latency} | {wal} |")
         lines.append("")
     if ours and "error" not in ours:
-        lines += targets(report, ours, [by_name[n] for n in peers]) + [""]
+        pg_peers = [by_name[n] for n in peers if n not in REDIS_SYSTEMS]
+        lines += targets(report, ours, pg_peers) + [""]
+        lines += targets_redis(report, by_name) + [""]
     notes = ["`*`: the drain hit its time cap before the queue was empty; the rate is jobs done "
              "over the time taken.",
              "Commit probe: 100 one-row autocommit INSERTs on the system's database just before "
@@ -447,7 +587,9 @@ def render(report) -> str:
         if "error" in result:
             notes.append(f"{result['label']}: n/a: {result['error']}")
         notes += result.get("notes", [])
-        for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "drain_queue", "memory"):
+        for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "drain_queue", "memory",
+                         "enqueue_autocommit", "enqueue16", "enqueue16_nonotify", "drain_long",
+                         "drain_write", "enqueue_nosync", "pickup_nosync"):
             error = _get(result, scenario, "error")
             if error:
                 notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")
@@ -509,6 +651,8 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes, to check that everything runs (numbers meaningless)")
     parser.add_argument("--no-pgbench", action="store_true")
+    parser.add_argument("--scenarios", help="comma-separated scenarios to run instead of each "
+                        "system's own list; a name given twice runs twice (a, a#2, ...)")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
     parser.add_argument("--system-timeout", type=float, default=480)
     parser.add_argument("--render", metavar="RESULTS_JSON",
@@ -525,6 +669,8 @@ def main():
     outdir = HERE / "results" / stamp
     outdir.mkdir(parents=True, exist_ok=True)
     cluster = BenchCluster()
+    names = args.systems.split(",")
+    redis = RedisServer() if set(names) & set(REDIS_SYSTEMS) else None
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "sizes": sizes, "quick": args.quick,
               "django_sqlqueue_checkout": checkout(), "load_at_start": round(loadavg(), 2)}
@@ -534,11 +680,18 @@ def main():
         cluster.wait_ready()
         report["postgres"] = cluster.settings()
         say(f"    {report['postgres']}")
+        if redis:
+            redis.start()
+            report["redis"] = {"version": redis.version(), "port": redis.port,
+                               "config": "built-in defaults (no config file)"}
+            say(f"==> Redis {report['redis']['version']}: a throwaway redis-server on port "
+                f"{redis.port} ({redis.base})")
         report["systems"] = []
-        for name in args.systems.split(","):
+        for name in names:
             say(f"==> {LABELS[name]}")
             report["systems"].append(
-                run_system(cluster, name, sizes, outdir, args.system_timeout)
+                run_system(cluster, name, sizes, outdir, args.system_timeout, redis,
+                           args.scenarios.split(",") if args.scenarios else None)
             )
             if "error" in report["systems"][-1]:
                 say(f"    n/a: {report['systems'][-1]['error']}")
@@ -547,6 +700,8 @@ def main():
             report["pgbench"] = run_pgbench(cluster, outdir, 5 if args.quick else 8)
     finally:
         cluster.destroy()
+        if redis:
+            redis.stop()
     report["total_seconds"] = round(time.monotonic() - started, 1)
     report["load_at_end"] = round(loadavg(), 2)
     (outdir / "results.json").write_text(json.dumps(report, indent=1))

@@ -4,7 +4,8 @@
 # 1. Makes one virtualenv per system under benchmarks/.venvs/<system> (Python 3.12+, pinned
 #    versions from benchmarks/requirements/<system>.txt; django-sqlqueue editable from this
 #    checkout). A system whose install fails is reported as n/a with pip's reason.
-# 2. Runs benchmarks/run.py in django-sqlqueue's virtualenv: a throwaway PostgreSQL (fsync on),
+# 2. Runs benchmarks/run.py in django-sqlqueue's virtualenv: a throwaway PostgreSQL (fsync on) and
+#    a throwaway Redis (for Celery and RQ; redis-server is installed with apt-get when missing),
 #    every scenario for every system, pgbench, then the markdown table, the results JSON
 #    (benchmarks/results/) and the chart (docs/images/benchmarks.png).
 # Extra arguments go to run.py, e.g. `bash benchmarks/run.sh --quick --systems sqlqueue,pgqueuer`.
@@ -19,6 +20,19 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pgbench
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >/dev/null
   else
     echo "PostgreSQL server binaries and pgbench are needed (apt-get install postgresql)." >&2
+    exit 1
+  fi
+fi
+
+# Redis for the Redis-backed peers (Celery, RQ): Debian's redis-server binary, which run.py starts
+# itself on a free port with its own directory (the package's own service is not used).
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> Installing redis-server with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server is needed for the Celery and RQ peers (apt-get install redis-server)." >&2
     exit 1
   fi
 fi
@@ -49,7 +63,7 @@ make_venv() {  # make_venv NAME PIP_ARGS...
 echo "==> Virtualenvs in $VENVS with $("$PY" --version)"
 make_venv sqlqueue -e ".[postgres]" -r benchmarks/requirements/sqlqueue.txt \
   -r benchmarks/requirements/harness.txt &
-for peer in pgqueuer procrastinate django_tasks_db django_q2 raquel; do
+for peer in pgqueuer procrastinate django_tasks_db django_q2 raquel chancy celery rq; do
   make_venv "$peer" -r "benchmarks/requirements/$peer.txt" &
 done
 wait

@@ -10,6 +10,14 @@ from benchmarks.harness import record_pickup
 
 SYSTEM = os.environ.get("BENCH_SYSTEM")
 
+
+def _write(i):
+    """The job of the write scenario: one small row, through Django's ORM."""
+    from benchmarks.benchapp.models import Order
+
+    Order.objects.create(email=f"customer{i}@example.com", total=i)
+
+
 if SYSTEM == "sqlqueue":
     from django_sqlqueue import job
 
@@ -20,6 +28,10 @@ if SYSTEM == "sqlqueue":
     @job
     def pickup(key):
         record_pickup(key)
+
+    @job
+    def write(i=0):
+        _write(i)
 
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task
@@ -43,10 +55,32 @@ elif SYSTEM == "procrastinate":
     def pickup(key):
         record_pickup(key)
 
-else:  # django-q2 takes plain functions by dotted path
+    @app.task(name="write")
+    def write(i=0):
+        _write(i)
+
+elif SYSTEM in ("celery", "celery_solo"):
+    from benchmarks.celery_app import app
+
+    @app.task
+    def noop(i=0):
+        return None
+
+    @app.task
+    def pickup(key):
+        record_pickup(key)
+
+    @app.task
+    def write(i=0):
+        _write(i)
+
+else:  # django-q2 and RQ take plain functions (by dotted path)
 
     def noop(i=0):
         return None
 
     def pickup(key):
         record_pickup(key)
+
+    def write(i=0):
+        _write(i)

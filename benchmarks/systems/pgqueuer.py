@@ -61,8 +61,13 @@ class System(harness.System):
     def unfinished_sql(self):
         return "SELECT count(*) FROM pgqueuer"
 
+    has_autocommit_enqueue = True
+
     def enqueue_one(self, i):
         self.queries.enqueue("noop", str(i).encode())
+
+    def enqueue_one_autocommit(self, i):
+        self.enqueue_one(i)  # always on its own autocommit connection
 
     def bulk_enqueue(self, n):
         batch = 10_000

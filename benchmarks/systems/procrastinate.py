@@ -14,6 +14,8 @@ class System(harness.System):
     name = NAME
     label = "procrastinate"
     notes = []
+    has_autocommit_enqueue = True
+    has_write_jobs = True
 
     def __init__(self, dsn, logdir):
         super().__init__(dsn, logdir)
@@ -31,7 +33,7 @@ class System(harness.System):
         return f"{version('procrastinate')} (Django {django.get_version()})"
 
     def setup(self):
-        _django.manage(NAME, self.dsn, "migrate")
+        _django.manage(NAME, self.dsn, "migrate", "--run-syncdb")  # + benchapp_order
 
     def reset(self):
         with connection.cursor() as cursor:
@@ -46,12 +48,19 @@ class System(harness.System):
         with transaction.atomic():
             self.tasks.noop.defer(i=i)
 
-    def bulk_enqueue(self, n):
+    def enqueue_one_autocommit(self, i):
+        self.tasks.noop.defer(i=i)
+
+    def bulk_enqueue(self, n, task=None):
+        task = task or self.tasks.noop
         batch = 10_000
         for start in range(0, n, batch):
             with transaction.atomic():
                 kwargs = ({"i": i} for i in range(start, min(n, start + batch)))
-                self.tasks.noop.batch_defer(*kwargs)
+                task.batch_defer(*kwargs)
+
+    def prefill_write(self, n):
+        self.bulk_enqueue(n, self.tasks.write)
 
     def enqueue_pickup(self, key):
         with transaction.atomic():

@@ -22,6 +22,8 @@ class System(harness.System):
     label = "django-sqlqueue"
     notes = []
     has_baseline = True
+    has_autocommit_enqueue = True
+    has_write_jobs = True
 
     def __init__(self, dsn, logdir):
         super().__init__(dsn, logdir)
@@ -53,6 +55,16 @@ class System(harness.System):
         with transaction.atomic():
             self.tasks.noop.enqueue(i)
 
+    def set_synchronous_commit(self, on):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET synchronous_commit = {'on' if on else 'off'}")
+
+    def enqueue_one_autocommit(self, i):
+        self.tasks.noop.enqueue(i)  # Django's autocommit: the INSERT commits on its own
+
+    def prefill_write(self, n):
+        self.prefill(n, task="benchmarks.benchapp.tasks.write")
+
     def baseline_one(self, i):
         with transaction.atomic():
             self.Order.objects.create(email=f"customer{i}@example.com", total=i)
@@ -64,16 +76,16 @@ class System(harness.System):
             with transaction.atomic():
                 self.Job.objects.bulk_enqueue(jobs)
 
-    def prefill(self, n):
+    def prefill(self, n, task="benchmarks.benchapp.tasks.noop"):
         # A plain SQL INSERT of task name and payload is a documented way to enqueue; every
         # other column takes its database default. Much faster than building n Job objects.
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
-                "SELECT 'benchmarks.benchapp.tasks.noop', "
+                "SELECT %s, "
                 "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
                 "FROM generate_series(1, %s) AS i",
-                [n],
+                [task, n],
             )
 
     def enqueue_pickup(self, key):
