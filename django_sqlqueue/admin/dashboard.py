@@ -130,6 +130,9 @@ def build(list_url: str, now=None) -> dict:
         "workers_total": len(workers),
         "workers_live": len(live),
         "workers_dead": len(workers) - len(live),
+        # Running jobs asked to cancel whose workers have not stopped them yet: read from the
+        # (small) running set, and only while some job runs.
+        "cancelling": Job.objects.cancelling().count() if totals[JobStatus.RUNNING] else 0,
         "unserved": [c.name for c in cards if c.unserved],
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": now,
