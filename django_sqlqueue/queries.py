@@ -35,6 +35,8 @@ CLAIM_ORDER = ("-priority", "run_at", "id")
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
 WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
+#: The cancel columns of every job a claim returns.
+NOT_CANCELLED = {"cancel_requested_at": None, "cancelled_by": None}
 
 
 @dataclass
@@ -228,7 +230,10 @@ class JobQuerySet(models.QuerySet):
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
         # The lease is the claim time plus the lease, computed here rather than read back.
-        returned = _returned_fields(self.model, (*set_values, "claimed_at", "lease_expires_at"))
+        # A ready row never has a cancel request (cancel() sets one only on running jobs, and
+        # retry_now clears it): known to be empty, not read back.
+        returned = _returned_fields(self.model, (*set_values, *NOT_CANCELLED, "claimed_at",
+                                                 "lease_expires_at"))
         statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
@@ -248,7 +253,8 @@ class JobQuerySet(models.QuerySet):
             set_values["claimed_at"] = claimed_at
             set_values["lease_expires_at"] = claimed_at + dt.timedelta(seconds=lease_seconds)
             rows = [row[:-1] for row in rows]
-        jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
+        jobs = rows_to_models(self.model, alias, rows, fields=returned,
+                              known={**set_values, **NOT_CANCELLED})
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 

@@ -83,6 +83,7 @@ class CancelWatcher:
             error = cancelled_error(
                 entry.job, f"; it did not stop within {self.grace_seconds:g}s and was stopped")
             self.pool.time_out(entry, Outcome(OutcomeKind.CANCELLED, error=error))
-            self.on_stopped(entry.job)
+            if entry.started_at is not None:  # a thread runs it: only an exit can stop that
+                self.on_stopped(entry.job)
             stopped += 1
         return stopped

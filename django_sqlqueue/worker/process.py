@@ -397,11 +397,12 @@ class OutcomeTally:
 
     def summary(self) -> str:
         """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)
-        to retry``; the parts that are zero are left out."""
+        to retry``; the parts that are zero are left out (cancelled jobs count as finished)."""
         with self._lock:
             counts = dict(self._counts)
         attempts = sum(counts.values())
-        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted")}
+        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted",
+                                                             "cancelled")}
         parts = []
         if any(finished.values()):
             detail = ", ".join(f"{n} {kind}" for kind, n in finished.items() if n)

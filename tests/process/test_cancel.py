@@ -80,6 +80,7 @@ def test_loop_c_sleep_and_async_jobs_end_cancelled_and_the_worker_keeps_serving(
     worker.signal(signal.SIGTERM)
     # The abandoned thread is still in time.sleep: the worker does not wait for it.
     assert worker.wait(timeout=30) == 0, worker.output
+    assert "6 job(s) finished (3 succeeded, 3 cancelled)" in worker.output
 
 
 def test_with_processes_a_job_ignoring_the_cancel_gets_its_child_replaced(start_worker):
