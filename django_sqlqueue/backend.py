@@ -19,6 +19,7 @@ import datetime as dt
 import logging
 import sys
 from dataclasses import dataclass
+from inspect import iscoroutinefunction
 from typing import Any
 
 from django.db import router
@@ -32,7 +33,7 @@ from django.utils.module_loading import import_string
 
 from . import backend_checks
 from .building import job_fields
-from .exceptions import InvalidJob, UnknownTask
+from .exceptions import InvalidJob, JobCancelled, UnknownTask
 from .runner import Attempt, OutcomeKind, arguments, register_adapter
 from .statuses import JobStatus
 
@@ -187,6 +188,11 @@ class SQLQueueBackend(BaseTaskBackend):
             ],
             worker_ids=workers,
         )
+        if job.status == JobStatus.CANCELLED and not any(
+                entry.get("type") == CANCELLED_TYPE for entry in errors):
+            # Cancelled before it started (or its worker was lost): no attempt recorded why.
+            result.errors.append(TaskError(exception_class_path=CANCELLED_TYPE,
+                                           traceback=f"{CANCELLED_TYPE}: {cancel_text(job)}"))
         if job.status == JobStatus.SUCCEEDED:
             object.__setattr__(result, "_return_value", job.result)
         return result
@@ -203,6 +209,15 @@ class SQLQueueBackend(BaseTaskBackend):
             backoff = import_string(backoff)
         seconds = backoff(exception, task_result)
         return False if seconds is None else max(float(seconds), 0.0)
+
+
+CANCELLED_TYPE = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+
+
+def cancel_text(job) -> str:
+    who = job.cancelled_by or "someone"
+    when = (job.cancel_requested_at or job.finished_at)
+    return f"job {job.pk} was cancelled by {who}" + (f" at {when.isoformat()}" if when else "")
 
 
 def load_task(job) -> Task:
@@ -248,10 +263,13 @@ class DjangoTaskAttempt(Attempt):
         self.task_result = self.backend.task_result(job, task)
         if task.takes_context:
             args = [TaskContext(task_result=self.task_result), *args]
-        super().__init__(job, task.func, args, kwargs)
+        super().__init__(job, task.func, args, kwargs, is_async=iscoroutinefunction(task.func))
 
     def call(self):
-        # Task.call runs async tasks with async_to_sync, as the runner would.
+        if self.is_async:
+            # As Task.call does (async_to_sync), with the runner's wrapper that cancels the
+            # task when the job is cancelled.
+            return super().call()
         return self.task.call(*self.args, **self.kwargs)
 
     def started(self):

@@ -52,6 +52,10 @@ class QueueSettings:
     LEASE_SECONDS: float = 30.0
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
+    # A running job asked to cancel that has not stopped this long after its worker learned of
+    # it is stopped: under --processes its process exits (after its other jobs finish) and is
+    # replaced; in one process its thread is abandoned, still holding its slot until it returns.
+    CANCEL_GRACE_SECONDS: float = 10.0
     # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
     POLL_INTERVAL_SECONDS: float = 1.0
     # PostgreSQL: enqueue sends NOTIFY so idle workers wake at once. Turn off behind PgBouncer
@@ -94,6 +98,7 @@ _TYPES = {
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
+    "CANCEL_GRACE_SECONDS": (int, float),
     "POLL_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
@@ -175,7 +180,8 @@ def _check_ranges(conf: QueueSettings) -> None:
         )
     if conf.MAX_ATTEMPTS < 1:
         problems.append("MAX_ATTEMPTS must be at least 1")
-    for key in ("BACKOFF_SECONDS", "MIN_RETRY_DELAY_SECONDS", "MAX_RETRY_DELAY_SECONDS"):
+    for key in ("BACKOFF_SECONDS", "MIN_RETRY_DELAY_SECONDS", "MAX_RETRY_DELAY_SECONDS",
+                "CANCEL_GRACE_SECONDS"):
         if getattr(conf, key) < 0:
             problems.append(f"{key} must not be negative")
     if conf.MIN_RETRY_DELAY_SECONDS > conf.MAX_RETRY_DELAY_SECONDS:

@@ -66,3 +66,9 @@ class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
 
 class Abort(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: this job can never succeed; record the reason and do not retry."""
+
+
+class JobCancelled(SQLQueueError):
+    """The attempt was stopped because someone cancelled the job while it ran (recorded in the
+    job's errors, and as the error of its ``django.tasks`` result). A job may raise it itself
+    after seeing ``current_job().cancel_requested``; returning works as well."""

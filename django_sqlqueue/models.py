@@ -57,6 +57,11 @@ class Job(models.Model):
     claimed_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # A cancel of a running job is a request: recorded here at once (when, and who asked), the
+    # status stays running until the worker stops the attempt. Every outcome written while it is
+    # set is written as cancelled (sql.record_outcomes), so the job never runs again.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 
     result = models.JSONField(null=True, blank=True)
     # One entry per failed attempt: {"attempt", "at", "type", "message", "traceback", "worker"}.
@@ -74,7 +79,7 @@ class Job(models.Model):
         permissions = [
             ("retry_job", "Can retry failed, exhausted, cancelled or expired jobs now"),
             ("run_job_now", "Can run scheduled or waiting jobs now"),
-            ("cancel_job", "Can cancel jobs that have not started"),
+            ("cancel_job", "Can cancel jobs, running ones included"),
         ]
         indexes = [
             # The claim query of a worker with --queue: ready rows of that queue in claim order.
@@ -184,12 +189,21 @@ class Job(models.Model):
     def release(self, *, now=None) -> bool:
         return outcomes.release(self, now=now)
 
-    def cancel(self, *, now=None) -> bool:
-        """Cancel this job if it has not started (queued, or waiting for a retry)."""
-        applied = Job.objects.using(self._state.db).filter(pk=self.pk).cancel(now=now) == 1
+    def cancel(self, *, by=None, now=None) -> bool:
+        """Cancel this job: at once if it has not started; if it is running, ask its worker to
+        stop it (it ends ``cancelled``; see ``JobQuerySet.cancel``). ``by``: who asked (kept in
+        ``cancelled_by``). False if it had finished, or its cancel was already asked for."""
+        applied = Job.objects.using(self._state.db).filter(pk=self.pk).cancel(by=by, now=now) == 1
         if applied:
-            self.refresh_from_db(fields=["status", "finished_at"])
+            self.refresh_from_db(fields=["status", "finished_at", "cancel_requested_at",
+                                         "cancelled_by"])
         return applied
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether this attempt was asked to stop. A long job checks it between steps
+        (``current_job().cancel_requested``) and returns or raises: it ends ``cancelled``."""
+        return self.cancel_requested_at is not None
 
 
 class QueueDashboard(Job):

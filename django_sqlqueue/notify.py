@@ -19,6 +19,9 @@ from django.db import transaction
 from .conf import get_settings
 
 CHANNEL = "django_sqlqueue"
+#: ``JobQuerySet.cancel`` notifies this channel when it asked running jobs to stop, so that
+#: their workers look at once instead of at their next heartbeat (worker/cancels.py).
+CANCEL_CHANNEL = "django_sqlqueue_cancel"
 _local_wakeups: "weakref.WeakSet[threading.Event]" = weakref.WeakSet()
 
 

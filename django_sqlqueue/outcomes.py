@@ -51,6 +51,8 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
                                                                      outcome.delay, now),
                           give_back=True)
     errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
+    if kind == OutcomeKind.CANCELLED:
+        return Transition(JobStatus.CANCELLED, errors=errors, finished_at=now)
     if kind == OutcomeKind.FAILED and job.attempts < job.max_attempts:
         delay = outcome.delay if outcome.delay is not None else retry_delay_seconds(
             job.attempts,
@@ -72,7 +74,8 @@ def released(now=None) -> Transition:
 def write(changes: list, alias: str) -> set:
     """Write ``[(job, Transition), ...]`` of running jobs claimed on ``alias`` in one fenced
     statement; return the pks it updated, and update those jobs in memory. The others were no
-    longer their claim's."""
+    longer their claim's. A job whose cancel was asked for is written ``cancelled`` whatever
+    its transition (``sql.record_outcomes``); its status in memory says so."""
     if not changes:
         return set()
     connection = connections[alias]
@@ -84,19 +87,22 @@ def write(changes: list, alias: str) -> set:
     ])
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        applied = {row[0] for row in cursor.fetchall()}
+        written = dict(cursor.fetchall())  # id -> the status written
     for job, change in changes:
-        if job.pk in applied:
-            job.status = change.status.value
+        if job.pk in written:
+            job.status = written[job.pk]
             job.result = change.result
             job.lease_expires_at = None
             job.finished_at = change.finished_at
+            if job.status == JobStatus.CANCELLED and job.finished_at is None:
+                job.finished_at = timezone.now()  # the database's time differs a little
             if change.errors is not None:
                 job.errors = change.errors
             if change.run_at is not None:
                 job.run_at = change.run_at
             if change.give_back:
                 job.max_attempts += 1
+    applied = set(written)
     _send_retried(changes, applied, model)
     return applied
 
@@ -107,7 +113,8 @@ def _send_retried(changes, applied, model) -> None:
     if not signals.has_receivers(signals.job_retried, model):
         return
     for job, change in changes:
-        if (change.status == JobStatus.FAILED and job.pk in applied
+        # job.status is what was written: a cancelled job's failure is not a retry.
+        if (job.pk in applied and job.status == JobStatus.FAILED
                 and signals.is_job_function(job)):
             signals.send(signals.job_retried, model, job=job, error=change.errors[-1])
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import Case, Count, F, Max, Min, Q, Value, When
 from django.db.models.functions import Greatest
 from django.dispatch import receiver
 from django.utils import timezone
@@ -20,6 +20,7 @@ from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
 from .inserting import insert_jobs
 from .instances import builds_directly, new_instance
+from .notify import CANCEL_CHANNEL, sends_notify
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
@@ -34,6 +35,8 @@ CLAIM_ORDER = ("-priority", "run_at", "id")
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
 WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
+#: The cancel columns of every job a claim returns.
+NOT_CANCELLED = {"cancel_requested_at": None, "cancelled_by": None}
 
 
 @dataclass
@@ -227,7 +230,10 @@ class JobQuerySet(models.QuerySet):
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
         # The lease is the claim time plus the lease, computed here rather than read back.
-        returned = _returned_fields(self.model, (*set_values, "claimed_at", "lease_expires_at"))
+        # A ready row never has a cancel request (cancel() sets one only on running jobs, and
+        # retry_now clears it): known to be empty, not read back.
+        returned = _returned_fields(self.model, (*set_values, *NOT_CANCELLED, "claimed_at",
+                                                 "lease_expires_at"))
         statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
         params = [
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
@@ -247,16 +253,50 @@ class JobQuerySet(models.QuerySet):
             set_values["claimed_at"] = claimed_at
             set_values["lease_expires_at"] = claimed_at + dt.timedelta(seconds=lease_seconds)
             rows = [row[:-1] for row in rows]
-        jobs = rows_to_models(self.model, alias, rows, fields=returned, known=set_values)
+        jobs = rows_to_models(self.model, alias, rows, fields=returned,
+                              known={**set_values, **NOT_CANCELLED})
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
         return jobs
 
     # ---- bulk state changes --------------------------------------------------------------
-    def cancel(self, now=None) -> int:
-        """Cancel the jobs of this queryset that have not started; returns how many."""
-        return self.filter(status__in=READY_STATUSES).update(
-            status=JobStatus.CANCELLED, finished_at=now or timezone.now()
+    def cancel(self, now=None, *, by=None) -> int:
+        """Cancel the jobs of this queryset that have not finished; returns how many.
+
+        Jobs that have not started (queued, or failed and waiting for a retry) are cancelled at
+        once (``finished_at`` = now). Running jobs are asked to stop: ``cancel_requested_at`` is
+        set now, their status stays ``running`` until their worker stops the attempt, and then
+        (or if the worker is lost) it becomes ``cancelled``; they never run again. A running job
+        already asked is not counted again. ``by`` says who asked (``cancelled_by``; the admin
+        gives the user name). One UPDATE, so a job claimed meanwhile is asked to stop rather
+        than missed; on PostgreSQL it also wakes the workers (NOTIFY) to learn of it at once.
+        """
+        now = now or timezone.now()
+        alias = self._write_alias()
+        ready = Q(status__in=READY_STATUSES)
+        changed = self.filter(
+            ready | Q(status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
+        ).update(
+            status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
+            finished_at=Case(When(ready, then=Value(now)), default=F("finished_at"),
+                             output_field=models.DateTimeField()),
+            # Set only for running jobs: it means "asked to stop while it ran", and it is what
+            # makes every later outcome write of that attempt write ``cancelled``.
+            cancel_requested_at=Case(When(ready, then=None), default=Value(now),
+                                     output_field=models.DateTimeField()),
+            cancelled_by=by,
         )
+        if changed and sends_notify(connections[alias]):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(sql.notify(), [CANCEL_CHANNEL, ""])
+        return changed
+
+    def cancelling(self):
+        """Running jobs asked to stop, whose worker has not stopped them yet."""
+        return self.running().filter(cancel_requested_at__isnull=False)
+
+    def cancelled_while_running(self):
+        """Cancelled jobs that were running when the cancel was asked for."""
+        return self.filter(status=JobStatus.CANCELLED, cancel_requested_at__isnull=False)
 
     def retry_now(self, now=None) -> int:
         """Queue failed, exhausted, cancelled and expired jobs again, due now; returns how many.
@@ -281,7 +321,7 @@ class JobQuerySet(models.QuerySet):
             .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
             .update(
                 status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
-                lease_expires_at=None,
+                lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,
                 max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
             )
         )

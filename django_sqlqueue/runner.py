@@ -12,6 +12,7 @@ backend plugs its own in with :func:`register_adapter` when it is imported, so t
 never imports the backend.
 """
 
+import asyncio
 import enum
 import time
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from . import signals, tracing, validation
+from .cancellation import cancellable, cancelled_error, stop_requested
 from .context import _current_job
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .registry import get_task
@@ -32,6 +34,7 @@ class OutcomeKind(str, enum.Enum):
     FAILED = "failed"  # raised: runs again by its retry policy while attempts are left
     ABORTED = "aborted"  # can never succeed (Abort, a bad row, a result that is not JSON)
     RESCHEDULED = "rescheduled"  # raised Reschedule: runs again later, not counted as a failure
+    CANCELLED = "cancelled"  # the job was cancelled while it ran: it never runs again
 
     def __str__(self):
         return self.value
@@ -69,7 +72,8 @@ class Attempt:
         if self.is_async:
             # async_to_sync, not asyncio.run: the async ORM's sync_to_async calls then run on
             # this thread, whose connection the worker checks and replaces when it breaks.
-            return async_to_sync(self.function)(*self.args, **self.kwargs)
+            # Wrapped so that a cancel of the job cancels the task awaiting the function.
+            return async_to_sync(cancellable(self.job, self.function))(*self.args, **self.kwargs)
         return self.function(*self.args, **self.kwargs)
 
     def started(self) -> None:
@@ -153,6 +157,8 @@ def _run(job) -> Outcome:
         return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
     except InvalidJob as exc:
         return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
+    if stop_requested(job):  # cancelled while it waited for a thread: do not start it
+        return _over(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
         attempt.started()
     token = _current_job.set(job)
@@ -167,7 +173,9 @@ def _run(job) -> Outcome:
                                       delay=signal.delay))
     except Abort as exc:
         return _over(attempt, Outcome(OutcomeKind.ABORTED, error=exc))
-    except (Exception, SystemExit) as exc:  # sys.exit() in a job fails the job, not the worker
+    # sys.exit() in a job fails the job, not the worker; CancelledError (a BaseException) is
+    # how an async job's task stops when the job is cancelled.
+    except (Exception, SystemExit, asyncio.CancelledError) as exc:
         return _failed(attempt, exc)
     finally:
         _current_job.reset(token)
@@ -182,6 +190,8 @@ def _run(job) -> Outcome:
 
 def _failed(attempt: Attempt, error: BaseException) -> Outcome:
     """A failure: ask the adapter about the retry, then tell it (inside the except block)."""
+    if stop_requested(attempt.job):
+        return _over(attempt, Outcome(OutcomeKind.FAILED, error=error))  # becomes cancelled
     delay = attempt.retry_delay(error)
     if delay is False:
         return _over(attempt, Outcome(OutcomeKind.ABORTED, error=error))
@@ -189,6 +199,10 @@ def _failed(attempt: Attempt, error: BaseException) -> Outcome:
 
 
 def _over(attempt: Attempt, outcome: Outcome) -> Outcome:
+    if stop_requested(attempt.job):
+        # Asked to stop while it ran: whatever the attempt came to (it returned after seeing
+        # the flag, raised, or its task was cancelled), the job is cancelled.
+        outcome = Outcome(OutcomeKind.CANCELLED, error=cancelled_error(attempt.job))
     if attempt.sends_signals:
         attempt.finished(outcome, will_retry(attempt.job, outcome))
     return outcome

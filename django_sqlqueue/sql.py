@@ -146,7 +146,11 @@ def record_outcomes(model, connection, rows):
     as Python values (outcomes.Transition): ``errors`` and ``run_at`` None leave the column as it
     is; ``give_back`` raises max_attempts by one. Each row is written only while the job is still
     running under that claim token, and RETURNING lists the ids written, so the caller knows which
-    claims were still valid. On PostgreSQL the rows travel as one JSON document that
+    claims were still valid, with the status written. A job whose cancel was asked for
+    (``cancel_requested_at`` set) is written ``cancelled`` whatever the outcome, finished now if
+    the outcome had no finish time: a success, failure or release that raced the request can
+    neither overwrite it nor let the job run again. On PostgreSQL the rows travel as one JSON
+    document that
     ``json_to_recordset`` turns into typed columns: one parameter whatever the batch size, built
     by ``json.dumps`` in C. A JSON null result is stored as SQL NULL, as the ORM stores None.
     """
@@ -154,9 +158,11 @@ def record_outcomes(model, connection, rows):
     table = quote(model._meta.db_table)
     col = {name: quote(model._meta.get_field(name).column) for name in (
         "id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
-        "lease_expires_at", "max_attempts")}
+        "lease_expires_at", "max_attempts", "cancel_requested_at")}
     running = JobStatus.RUNNING.value
     succeeded = JobStatus.SUCCEEDED.value
+    cancelled = JobStatus.CANCELLED.value
+    now = now_sql(connection)  # when a cancelled job finished, if its outcome does not say
     if all(row[2] == succeeded for row in rows):
         # Nearly every batch: successes only, which set fewer columns (measured: the general
         # statement cost PostgreSQL 10% more per job, and the worker a JSON key per column).
@@ -164,17 +170,21 @@ def record_outcomes(model, connection, rows):
     if connection.vendor == "postgresql":
         document = json.dumps([_outcome_row(*row) for row in rows])
         sql = (
-            f"UPDATE {table} AS job SET {col['status']} = v.status, "  # noqa: S608 - names only
+            f"UPDATE {table} AS job SET {col['status']} = "  # noqa: S608 - names only
+            f"CASE WHEN job.{col['cancel_requested_at']} IS NULL THEN v.status "
+            f"ELSE '{cancelled}' END, "
             f"{col['result']} = v.result, "
             f"{col['errors']} = COALESCE(v.errors, job.{col['errors']}), "
             f"{col['run_at']} = COALESCE(v.run_at, job.{col['run_at']}), "
-            f"{col['finished_at']} = v.finished_at, {col['lease_expires_at']} = NULL, "
+            f"{col['finished_at']} = CASE WHEN job.{col['cancel_requested_at']} IS NULL "
+            f"THEN v.finished_at ELSE COALESCE(v.finished_at, {now}) END, "
+            f"{col['lease_expires_at']} = NULL, "
             f"{col['max_attempts']} = job.{col['max_attempts']} + COALESCE(v.give_back, 0) "
             "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
             "result jsonb, errors jsonb, run_at timestamptz, finished_at timestamptz, "
             "give_back int) "
             f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
-            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}"
+            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}, job.{col['status']}"
         )
         return sql, [document]
     # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column8.
@@ -184,15 +194,20 @@ def record_outcomes(model, connection, rows):
                             [(*row[:7], int(row[7])) for row in rows])
     values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
     sql = (
-        f"UPDATE {table} SET {col['status']} = v.column3, "  # noqa: S608 - names only
+        f"UPDATE {table} SET {col['status']} = "  # noqa: S608 - names only
+        f"CASE WHEN {table}.{col['cancel_requested_at']} IS NULL THEN v.column3 "
+        f"ELSE '{cancelled}' END, "
         f"{col['result']} = v.column4, "
         f"{col['errors']} = COALESCE(v.column5, {table}.{col['errors']}), "
         f"{col['run_at']} = COALESCE(v.column6, {table}.{col['run_at']}), "
-        f"{col['finished_at']} = v.column7, {col['lease_expires_at']} = NULL, "
+        f"{col['finished_at']} = CASE WHEN {table}.{col['cancel_requested_at']} IS NULL "
+        f"THEN v.column7 ELSE COALESCE(v.column7, {now}) END, "
+        f"{col['lease_expires_at']} = NULL, "
         f"{col['max_attempts']} = {table}.{col['max_attempts']} + v.column8 "
         f"FROM (VALUES {values}) AS v "
         f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
-        f"AND {table}.{col['status']} = '{running}' RETURNING {table}.{col['id']}"
+        f"AND {table}.{col['status']} = '{running}' "
+        f"RETURNING {table}.{col['id']}, {table}.{col['status']}"
     )
     return sql, params
 
@@ -243,7 +258,8 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
     ``picked_sql`` selects columns named ``id, claim_token, lease_expires_at`` (on PostgreSQL
     with ``FOR UPDATE SKIP LOCKED``). Parameters, in order: (without ``db_clock``: now,) those of
     ``picked_sql``, the error type, the reason, the longest message kept. Each job becomes
-    ``failed`` and due now while attempts are left, else ``exhausted``, with the entry
+    ``failed`` and due now while attempts are left, else ``exhausted`` (``cancelled`` if its
+    cancel was asked for), with the entry
     ``outcomes.error_entry`` would append: ``{"attempt", "at", "type", "message", "traceback":
     "", "worker"}``. Fenced on the claim token and the lease as read, so a heartbeat that
     renewed the lease meanwhile wins (on PostgreSQL the picked rows are locked, on SQLite the
@@ -253,9 +269,10 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
     table = quote(model._meta.db_table)
     col = {name: quote(model._meta.get_field(name).column) for name in (
         "id", "status", "attempts", "max_attempts", "run_at", "finished_at", "lease_expires_at",
-        "claim_token", "claimed_by", "errors")}
+        "claim_token", "claimed_by", "errors", "cancel_requested_at")}
     running, failed, exhausted = (JobStatus.RUNNING.value, JobStatus.FAILED.value,
                                   JobStatus.EXHAUSTED.value)
+    cancelled = JobStatus.CANCELLED.value
     message = (f"'worker ' || COALESCE(job.{col['claimed_by']}, '?') || ' was lost while "
                f"running attempt ' || job.{col['attempts']} || ' (' || %s || '); the attempt "
                "counts as failed.'")
@@ -277,14 +294,18 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
         errors = f"json_insert(COALESCE(job.{col['errors']}, '[]'), '$[#]', {entry})"
         same = "IS"
         returning = f"{col['id']}, {col['status']}"  # SQLite's RETURNING takes no table alias
-    left_over = f"job.{col['attempts']} < job.{col['max_attempts']}"
+    # A job whose cancel was asked for ends cancelled: it must not run again.
+    left_over = (f"job.{col['cancel_requested_at']} IS NULL "
+                 f"AND job.{col['attempts']} < job.{col['max_attempts']}")
+    given_up = (f"CASE WHEN job.{col['cancel_requested_at']} IS NULL THEN '{exhausted}' "
+                f"ELSE '{cancelled}' END")
     # picked is a materialised CTE: as a subquery joined in FROM, PostgreSQL may run it more
     # than once, and with SKIP LOCKED each run picks other rows (a LIMIT of 2 rescued 4).
     return (
         f"WITH clock AS (SELECT {now} AS now), "  # noqa: S608 - names and status constants only
         f"picked AS MATERIALIZED ({picked_sql}) "
         f"UPDATE {table} AS job SET "
-        f"{col['status']} = CASE WHEN {left_over} THEN '{failed}' ELSE '{exhausted}' END, "
+        f"{col['status']} = CASE WHEN {left_over} THEN '{failed}' ELSE {given_up} END, "
         f"{col['run_at']} = CASE WHEN {left_over} THEN clock.now "
         f"ELSE job.{col['run_at']} END, "
         f"{col['finished_at']} = CASE WHEN {left_over} THEN job.{col['finished_at']} "
@@ -358,22 +379,26 @@ def statement_timeout(connection) -> str | None:
 
 
 def _record_successes(table, col, connection, model, rows):
-    """record_outcomes for rows that are all successes: status, result and finished_at."""
+    """record_outcomes for rows that are all successes: status, result and finished_at (a
+    job whose cancel was asked for ends cancelled, its result kept)."""
     running, succeeded = JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value
+    cancelled = JobStatus.CANCELLED.value
     if connection.vendor == "postgresql":
+        status = (f"CASE WHEN job.{col['cancel_requested_at']} IS NULL THEN '{succeeded}' "
+                  f"ELSE '{cancelled}' END")
         document = json.dumps([
             {"id": pk, "token": str(token), "result": result,
              "finished_at": finished_at.isoformat()}
             for pk, token, _, result, _, _, finished_at, _ in rows
         ])
         sql = (
-            f"UPDATE {table} AS job SET {col['status']} = '{succeeded}', "  # noqa: S608
+            f"UPDATE {table} AS job SET {col['status']} = {status}, "  # noqa: S608
             f"{col['result']} = v.result, {col['finished_at']} = v.finished_at, "
             f"{col['lease_expires_at']} = NULL "
             "FROM json_to_recordset(%s::json) "
             "AS v (id bigint, token uuid, result jsonb, finished_at timestamptz) "
             f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
-            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}"
+            f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}, job.{col['status']}"
         )
         return sql, [document]
     fields = [model._meta.get_field(name) for name in ("id", "claim_token", "result",
@@ -381,13 +406,16 @@ def _record_successes(table, col, connection, model, rows):
     params = _values_params(connection, fields, [
         (pk, token, result, finished_at) for pk, token, _, result, _, _, finished_at, _ in rows])
     values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    status = (f"CASE WHEN {table}.{col['cancel_requested_at']} IS NULL THEN '{succeeded}' "
+              f"ELSE '{cancelled}' END")
     sql = (
-        f"UPDATE {table} SET {col['status']} = '{succeeded}', "  # noqa: S608 - names only
+        f"UPDATE {table} SET {col['status']} = {status}, "  # noqa: S608
         f"{col['result']} = v.column3, {col['finished_at']} = v.column4, "
         f"{col['lease_expires_at']} = NULL "
         f"FROM (VALUES {values}) AS v "
         f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
-        f"AND {table}.{col['status']} = '{running}' RETURNING {table}.{col['id']}"
+        f"AND {table}.{col['status']} = '{running}' "
+        f"RETURNING {table}.{col['id']}, {table}.{col['status']}"
     )
     return sql, params
 
@@ -460,6 +488,11 @@ def insert_jobs(model, connection, columns: tuple, *, notify: bool, many: bool) 
         f"WITH inserted AS ({insert} RETURNING {pk}, {queue}) "  # noqa: S608 - names only
         f"SELECT {pk}, pg_notify(%s, {queue}) FROM inserted"
     )
+
+
+def notify() -> str:
+    """NOTIFY, as a function so that channel and payload travel as the two parameters."""
+    return "SELECT pg_notify(%s, %s)"
 
 
 def listen(channel: str) -> str:

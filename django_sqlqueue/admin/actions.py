@@ -1,4 +1,5 @@
-"""The job admin's actions: retry now, run now, cancel and delete.
+"""The job admin's actions: retry now, run now, cancel (running jobs included: they are asked
+to stop, and the user is recorded as who asked) and delete.
 
 Every state change is a call of the queryset method code uses (``retry_now()``, ``run_now()``,
 ``cancel()``); the admin holds no copy of the state rules. To say what was skipped and why, it
@@ -31,9 +32,12 @@ class Operation:
     applies_to: tuple  # statuses the method may change, to explain skips
     applies_text: str
     other_skip: str  # why a job of a status it applies to may still be left alone
+    records_who: bool = False  # the method takes ``by``: the user's name is recorded
+    done_running: str = ""  # what happened, when running jobs were selected (if different)
 
-    def run(self, queryset) -> int:
-        return getattr(queryset, self.method)()
+    def run(self, queryset, user=None) -> int:
+        who = {"by": user.get_username()} if self.records_who and user is not None else {}
+        return getattr(queryset, self.method)(**who)
 
 
 RETRY = Operation(
@@ -47,9 +51,14 @@ RUN_NOW = Operation(
     "they were already due",
 )
 CANCEL = Operation(
-    "cancel", "cancel", "cancelled", READY_STATUSES,
-    "only jobs that have not started (queued, or failed and waiting for a retry) can be cancelled",
-    "they started or finished meanwhile",
+    "cancel", "cancel", "cancelled",
+    (*READY_STATUSES, JobStatus.RUNNING),
+    "only jobs that have not finished can be cancelled",
+    "they finished meanwhile, or were running and already asked to stop",
+    records_who=True,
+    done_running="cancelled or, if running, asked to stop (they show “cancelling” until their "
+    "worker stops them, within a heartbeat, plus the grace period if they do not stop by "
+    "themselves)",
 )
 
 OPERATIONS = {operation.name: operation for operation in (RETRY, RUN_NOW, CANCEL)}
@@ -77,7 +86,7 @@ def perform(modeladmin, request, queryset, operation: Operation) -> int:
     before = counts_by_status(queryset)
     try:
         with transaction.atomic(using=queryset.db):  # a savepoint: a refusal changes nothing
-            changed = operation.run(queryset)
+            changed = operation.run(queryset, request.user)
     except IntegrityError as exc:
         # A unique key taken by a job enqueued meanwhile (between the selection and the
         # UPDATE) is refused by the unique index: say so instead of failing with a server error.
@@ -95,9 +104,9 @@ def perform(modeladmin, request, queryset, operation: Operation) -> int:
         request.user.get_username(), selected, changed,
     )
     if changed:
-        modeladmin.message_user(
-            request, f"{plural(changed)} {operation.done}.", messages.SUCCESS
-        )
+        done = (operation.done_running if operation.done_running
+                and before.get(JobStatus.RUNNING) else operation.done)
+        modeladmin.message_user(request, f"{plural(changed)} {done}.", messages.SUCCESS)
     not_applicable = {s: n for s, n in before.items() if s not in operation.applies_to}
     left_alone = max(selected - changed - sum(not_applicable.values()), 0)
     reasons = []
@@ -127,7 +136,7 @@ def run_now(modeladmin, request, queryset):
     perform(modeladmin, request, queryset, RUN_NOW)
 
 
-@admin.action(permissions=["cancel"], description="Cancel (jobs that have not started)")
+@admin.action(permissions=["cancel"], description="Cancel (running jobs are asked to stop)")
 def cancel(modeladmin, request, queryset):
     perform(modeladmin, request, queryset, CANCEL)
 

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from .. import snapshot
 from ..conf import get_settings
+from ..models import Job
 from ..statuses import JobStatus
 from .chart import throughput_svg
 from .display import STATUS_COLOURS, seconds_text, status_label
@@ -161,6 +162,10 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "workers_total": len(snap.workers),
         "workers_live": len(live),
         "workers_dead": len(snap.workers) - len(live),
+        # Running jobs asked to cancel whose workers have not stopped them yet: read from the
+        # (small) running set, and only while some job runs.
+        "cancelling": (Job.objects.using(alias).cancelling().count() if totals["running"]
+                       else 0),
         "unserved": [c.name for c in cards if c.queue.unserved],
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": snap.taken_at,

@@ -88,4 +88,22 @@ class DueFilter(admin.SimpleListFilter):
             return queryset.filter(run_at__lte=timezone.now())
         if self.value() == "later":
             return queryset.filter(run_at__gt=timezone.now())
+class CancelFilter(admin.SimpleListFilter):
+    """Cancelled jobs by when they were cancelled, and running jobs asked to stop."""
+
+    title = "cancel"
+    parameter_name = "cancel"
+
+    def lookups(self, request, model_admin):
+        return [("cancelling", "Asked to stop, still running"),
+                ("while_running", "Cancelled while running"),
+                ("before_start", "Cancelled before it started")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "cancelling":
+            return queryset.cancelling()
+        if self.value() == "while_running":
+            return queryset.cancelled_while_running()
+        if self.value() == "before_start":
+            return queryset.filter(status="cancelled", cancel_requested_at__isnull=True)
         return queryset

@@ -31,7 +31,7 @@ from .display import (
     when,
     when_short,
 )
-from .filters import DueFilter, HasErrorsFilter, QueueFilter, TaskFilter
+from .filters import CancelFilter, DueFilter, HasErrorsFilter, QueueFilter, TaskFilter
 from .paginator import EstimatedCountPaginator
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
@@ -52,7 +52,7 @@ class JobAdmin(admin.ModelAdmin):
         "duration", "worker", "last_error",
     )
     list_display_links = ("id", "task")
-    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter)
+    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter, CancelFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
     search_help_text = "A job id, or text in the task name, unique key or errors."
     date_hierarchy = "enqueued_at"
@@ -66,6 +66,7 @@ class JobAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": (
             "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
+            "cancel_detail",
         )}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
         ("Payload and result", {"fields": ("payload_json", "result_json")}),
@@ -76,7 +77,8 @@ class JobAdmin(admin.ModelAdmin):
     )
     readonly_fields = (
         "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
-        "attempts_of_max", "retry_policy", "errors_list", "payload_json", "result_json",
+        "cancel_detail", "attempts_of_max", "retry_policy", "errors_list", "payload_json",
+        "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -122,6 +124,9 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job):
+        if job.status == JobStatus.RUNNING and job.cancel_requested_at is not None:
+            return format_html("{} <span class='sq-muted'>cancelling</span>",
+                               status_badge(job.status))
         return status_badge(job.status)
 
     @admin.display(description="attempts", ordering="attempts")
@@ -239,6 +244,22 @@ class JobAdmin(admin.ModelAdmin):
         return format_html('<a href="{}?{}">{}</a> <span class="sq-muted">({})</span>', url,
                            urlencode({"name": job.claimed_by}), job.claimed_by, state)
 
+    @admin.display(description="cancelled")
+    def cancel_detail(self, job):
+        """Who cancelled it and when; for a running job, whether its worker has stopped it."""
+        who = job.cancelled_by or "someone"
+        if job.cancel_requested_at is not None:
+            asked = format_html("asked by {} at {} while it ran", who,
+                                when(job.cancel_requested_at))
+            if job.status == JobStatus.RUNNING:
+                return format_html("{}; <strong>waiting for its worker to stop it</strong>", asked)
+            if job.status == JobStatus.CANCELLED:
+                return format_html("{}; stopped at {}", asked, when(job.finished_at))
+            return asked
+        if job.status == JobStatus.CANCELLED:
+            return format_html("by {} at {}, before it started", who, when(job.finished_at))
+        return "-"
+
     @admin.display(description="payload")
     def payload_json(self, job):
         return pretty_json(job.payload)
@@ -254,6 +275,7 @@ class JobAdmin(admin.ModelAdmin):
             (name, label) for name, label in DETAIL_ACTIONS.items()
             if name in available and job is not None
             and job.status in actions.OPERATIONS[name].applies_to
+            and not (name == "cancel" and job.cancel_requested_at is not None)  # asked already
         ]
         return super().change_view(
             request, object_id, form_url, {**(extra_context or {}), "job_actions": buttons}

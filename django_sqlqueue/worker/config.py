@@ -91,6 +91,7 @@ class WorkerConfig:
             raise InvalidWorkerOption("; ".join(p.rstrip(".") for p in problems) + ".")
         self.lease_seconds = settings.LEASE_SECONDS
         self.default_timeout = settings.TIMEOUT_SECONDS
+        self.cancel_grace = settings.CANCEL_GRACE_SECONDS
         self.notify = settings.NOTIFY
         self.maintenance_interval = settings.MAINTENANCE_INTERVAL_SECONDS
         self.scheduler_interval = settings.SCHEDULER_INTERVAL_SECONDS

@@ -20,6 +20,7 @@ from .. import __version__, metrics
 from ..models import Job, Worker
 from ..sql import DatabaseNow
 from . import identity, log_format
+from .cancels import CancelWatcher
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .log_format import fields
@@ -49,9 +50,10 @@ class WorkerProcess:
         self.claimed_total = 0
         self.claimed_full_batch = False  # the last claim got all it asked for: claim again
         self._last_progress = time.monotonic()  # --burst prints progress every 2 s
+        self.cancels_due = threading.Event()  # look for cancelled jobs now (a NOTIFY)
         self.wakeup = Wakeup(
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
-            use_notify=config.notify,
+            use_notify=config.notify, on_cancel=self.cancels_due.set,
         )
         self.outcomes = OutcomeTally()
         self.writer = OutcomeWriter(
@@ -67,6 +69,10 @@ class WorkerProcess:
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
             lease_seconds=config.lease_seconds, on_timeout=self._job_timed_out,
             on_missing_row=self._register,
+        )
+        self.cancels = CancelWatcher(
+            alias=self.alias, pool=self.pool, grace_seconds=config.cancel_grace,
+            on_stopped=self._job_cancelled,
         )
         self.maintenance = Maintenance(
             alias=self.alias, lease_seconds=config.lease_seconds,
@@ -97,6 +103,8 @@ class WorkerProcess:
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished)
+        threading.Thread(target=self._watch_cancels, name="sqlqueue-cancels",
+                         daemon=True).start()
         self._every(self.config.maintenance_interval, self._maintain, "maintenance",
                     until=self.stopping)
         if self.scheduler is not None:
@@ -219,10 +227,42 @@ class WorkerProcess:
         metrics.jobs_rescued(self.maintenance.run_once().rescued)
 
     def _job_timed_out(self, job):
+        self._job_stopped(job, "timed out")
+
+    def _job_cancelled(self, job):
+        self._job_stopped(job, "was cancelled")
+
+    def _job_stopped(self, job, what):
+        """A job past its timeout, or cancelled and past its grace period, was given up on;
+        its thread may still be running it."""
         if self.config.supervised:
             # Only a new process can stop the stuck thread: finish the others, then exit.
-            self.draining = f"job {job.pk} timed out and its thread cannot be stopped"
+            self.draining = f"job {job.pk} {what} and its thread cannot be stopped"
             self.wakeup.poke()
+
+    def _watch_cancels(self):
+        """Look for cancelled jobs every heartbeat interval, at once on a NOTIFY, and at each
+        grace deadline, until every held job is done (worker/cancels.py)."""
+        while not self.finished.is_set():
+            wait = self.config.heartbeat_interval
+            deadline = self.cancels.next_deadline()
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - time.monotonic()))
+            self.cancels_due.wait(wait)
+            self.cancels_due.clear()
+            if self.finished.is_set():
+                return
+            if self.pool.is_idle() and self.cancels.next_deadline() is None:
+                continue  # nothing to ask about: no query
+            try:
+                call_with_retry(self.cancels.run_once, alias=self.alias,
+                                what="looking for cancelled jobs", stop=self.finished.is_set)
+            except TRANSIENT:
+                pass
+            except Exception:
+                logger.exception("looking for cancelled jobs failed; trying again")
+            finally:
+                connections[self.alias].close_if_unusable_or_obsolete()
 
     def _shut_down(self):
         self.stopping.set()
@@ -395,11 +435,12 @@ class OutcomeTally:
 
     def summary(self) -> str:
         """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)
-        to retry``; the parts that are zero are left out."""
+        to retry``; the parts that are zero are left out (cancelled jobs count as finished)."""
         with self._lock:
             counts = dict(self._counts)
         attempts = sum(counts.values())
-        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted")}
+        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted",
+                                                             "cancelled")}
         parts = []
         if any(finished.values()):
             detail = ", ".join(f"{n} {kind}" for kind, n in finished.items() if n)

@@ -10,7 +10,7 @@ import threading
 from django.db import connections
 
 from .. import sql
-from ..notify import CHANNEL, subscribe_in_process
+from ..notify import CANCEL_CHANNEL, CHANNEL, subscribe_in_process
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)
@@ -20,8 +20,10 @@ _DJANGO_ONLY_OPTIONS = {"isolation_level", "server_side_binding", "pool", "assum
 
 
 class Wakeup:
-    def __init__(self, *, alias: str, queues, poll_interval: float, use_notify: bool):
+    def __init__(self, *, alias: str, queues, poll_interval: float, use_notify: bool,
+                 on_cancel=None):
         self.alias = alias
+        self.on_cancel = on_cancel or (lambda: None)  # a NOTIFY that running jobs were cancelled
         self.queues = set(queues) if queues else None
         self.poll_interval = poll_interval
         self.event = threading.Event()
@@ -66,11 +68,16 @@ class Wakeup:
             try:
                 with psycopg.connect(**self._connect_kwargs(), autocommit=True) as conn:
                     conn.execute(sql.listen(CHANNEL))
+                    conn.execute(sql.listen(CANCEL_CHANNEL))
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
+                    self.on_cancel()
                     while not self._stopping.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            self.notified(note.payload)
+                            if note.channel == CANCEL_CHANNEL:
+                                self.on_cancel()
+                            else:
+                                self.notified(note.payload)
             except Exception as exc:
                 if self._stopping.is_set():
                     return

@@ -103,15 +103,48 @@ def test_run_now_makes_waiting_jobs_due(as_operator):
     assert before <= run_at <= timezone.now()
 
 
-def test_cancel_stops_jobs_that_have_not_started(as_operator):
+def test_cancel_stops_jobs_that_have_not_started_and_asks_running_ones_to_stop(
+        as_operator, operator):
     queued, failed, running = JobFactory(), JobFactory(failed=True), JobFactory(running=True)
-    response = act(as_operator, "cancel", [queued, failed, running])
+    done = JobFactory(succeeded=True)
+    response = act(as_operator, "cancel", [queued, failed, running, done])
     assert messages_of(response) == [
-        "2 jobs cancelled.",
-        "1 job skipped: 1 running (only jobs that have not started (queued, or failed and "
-        "waiting for a retry) can be cancelled).",
+        "3 jobs cancelled or, if running, asked to stop (they show “cancelling” until their "
+        "worker stops them, within a heartbeat, plus the grace period if they do not stop by "
+        "themselves).",
+        "1 job skipped: 1 succeeded (only jobs that have not finished can be cancelled).",
     ]
-    assert statuses(queued, failed, running) == ["cancelled", "cancelled", "running"]
+    assert statuses(queued, failed, running, done) == [
+        "cancelled", "cancelled", "running", "succeeded"]
+    # Who asked is recorded; the running job is asked, not yet cancelled.
+    assert {Job.objects.get(pk=j.pk).cancelled_by for j in (queued, failed, running)} == {
+        operator.get_username()}
+    assert list(Job.objects.cancelling()) == [Job.objects.get(pk=running.pk)]
+    again = act(as_operator, "cancel", [running])
+    assert messages_of(again) == [
+        "1 job skipped: 1 because they finished meanwhile, or were running and already asked "
+        "to stop."]
+
+
+def test_the_admin_shows_cancelling_and_cancelled_while_running_jobs_and_who_asked(
+        as_operator, operator):
+    running = JobFactory(running=True)
+    act(as_operator, "cancel", [running])
+    page = as_operator.get(f"{LIST}?cancel=cancelling").content.decode()
+    assert f">{running.pk}<" in page and "cancelling" in page
+    detail = as_operator.get(reverse("admin:django_sqlqueue_job_change", args=[running.pk]))
+    assert f"asked by {operator.get_username()}" in detail.content.decode()
+    assert "waiting for its worker to stop it" in detail.content.decode()
+    dashboard = as_operator.get(reverse("admin:django_sqlqueue_job_dashboard")).content.decode()
+    assert "1 running job</a> asked to cancel" in dashboard
+    job = Job.objects.get(pk=running.pk)
+    assert job.fail(RuntimeError("stopped"))  # what its worker writes once it stopped it
+    page = as_operator.get(f"{LIST}?cancel=while_running").content.decode()
+    assert f">{running.pk}<" in page
+    detail = as_operator.get(reverse("admin:django_sqlqueue_job_change", args=[running.pk]))
+    assert "stopped at" in detail.content.decode()
+    assert "1 running job" not in as_operator.get(
+        reverse("admin:django_sqlqueue_job_dashboard")).content.decode()
 
 
 def test_actions_apply_to_every_job_of_a_filtered_list(as_operator):

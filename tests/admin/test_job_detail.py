@@ -109,8 +109,13 @@ def test_only_buttons_that_can_apply_to_the_job_are_offered(client, operator, ex
     assert act_url(exhausted_job, "retry_now") in html
     assert act_url(exhausted_job, "cancel") not in html
     assert act_url(exhausted_job, "run_now") not in html
-    html = client.get(change_url(JobFactory(running=True))).content.decode()
-    assert "Retry now" not in html and "Cancel job" not in html and "Run now" not in html
+    running = JobFactory(running=True)
+    html = client.get(change_url(running)).content.decode()
+    assert "Retry now" not in html and "Run now" not in html
+    assert act_url(running, "cancel") in html  # a running job can be asked to stop
+    response = client.post(act_url(running, "cancel"), follow=True)
+    assert "waiting for its worker to stop it" in response.content.decode()
+    assert act_url(running, "cancel") not in response.content.decode()  # asked once is enough
 
 
 def test_retry_button(client, operator, exhausted_job):
@@ -125,7 +130,7 @@ def test_cancel_button_on_a_finished_job_explains_the_skip(client, operator, exh
     client.force_login(operator)
     response = client.post(act_url(exhausted_job, "cancel"), follow=True)
     html = response.content.decode()
-    assert "1 job skipped: 1 exhausted (only jobs that have not started" in html
+    assert "1 job skipped: 1 exhausted (only jobs that have not finished" in html
     assert Job.objects.get(pk=exhausted_job.pk).status == "exhausted"
 
 

@@ -135,7 +135,10 @@ SQL_ASSEMBLY = {
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
                "select", "clock_from", "succeeded", "local",
                # issue 17: the throughput rollup's upsert and the sampled status counts
-               "key", "count", "status", "upsert", "run_at"},
+               "key", "count", "status", "upsert", "run_at",
+               # Cancelling running jobs (issue 16): a status constant, CASE fragments of
+               # column names and status constants.
+               "cancelled", "given_up"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
@@ -181,7 +184,9 @@ def test_sql_text_is_assembled_only_from_reviewed_names():
                   for path, line, names in _sql_assemblies()
                   if not names <= SQL_ASSEMBLY.get(path, set())]
     assert not unreviewed, f"SQL built from unreviewed values (path, line, names): {unreviewed}"
-    assert re.fullmatch(r"[a-z_]+", notify.CHANNEL)  # the one name put in LISTEN's text
+    # The names put in LISTEN's text.
+    assert re.fullmatch(r"[a-z_]+", notify.CHANNEL)
+    assert re.fullmatch(r"[a-z_]+", notify.CANCEL_CHANNEL)
 
 
 def _unparameterised(sources=SOURCES):
@@ -200,7 +205,7 @@ def _unparameterised(sources=SOURCES):
 def _is_listen(statement) -> bool:
     """``sql.listen(CHANNEL)``: LISTEN takes no parameter, and its one name is our constant."""
     return (isinstance(statement, ast.Call) and _called_name(statement) == "listen"
-            and _names(statement.args) <= {"CHANNEL"})
+            and _names(statement.args) <= {"CHANNEL", "CANCEL_CHANNEL"})
 
 
 def test_every_statement_passes_its_values_as_parameters():

@@ -38,7 +38,7 @@ EPSILON = dt.timedelta(milliseconds=1)  # float seconds -> stored microseconds
 ALLOWED = {
     (S.QUEUED, S.RUNNING), (S.FAILED, S.RUNNING),
     (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.FAILED), (S.RUNNING, S.EXHAUSTED),
-    (S.RUNNING, S.QUEUED),
+    (S.RUNNING, S.QUEUED), (S.RUNNING, S.CANCELLED),  # the worker stopped a cancelled job
     (S.QUEUED, S.CANCELLED), (S.FAILED, S.CANCELLED), (S.QUEUED, S.EXPIRED),
     (S.FAILED, S.EXPIRED),
     *((status, S.QUEUED) for status in RETRYABLE_STATUSES),
@@ -54,7 +54,7 @@ JOB_SPECS = st.tuples(
 #: Clock steps: within a lease, past one (LEASE), or far past every delay.
 STEPS = st.sampled_from([0.5, 2.0, 6.0, 6.0]) | st.floats(0.001, 120)
 FIELDS = ("status", "attempts", "max_attempts", "run_at", "finished_at", "claim_token",
-          "lease_expires_at", "errors", "result")
+          "lease_expires_at", "errors", "result", "cancel_requested_at")
 
 
 def snapshot(pk):
@@ -135,6 +135,11 @@ class JobLifecycle(RuleBasedStateMachine):
             assert after == before, "a refused write changed the row"
             return
         STATS[f"{kind} applied"] += 1
+        if before["cancel_requested_at"] is not None:
+            # Asked to stop while it ran: whatever the outcome, the job ends cancelled.
+            assert after["status"] == S.CANCELLED and after["finished_at"] is not None
+            STATS["cancelled while running"] += 1
+            return
         if kind == "fail" and after["status"] == S.FAILED:
             low, high = delay_bounds(job, job.attempts)
             waited = after["run_at"] - self.now
@@ -156,7 +161,12 @@ class JobLifecycle(RuleBasedStateMachine):
         before = snapshot(pk)
         changed = getattr(Job.objects.filter(pk=pk), action)(now=self.now)
         eligible = READY_STATUSES if action == "cancel" else RETRYABLE_STATUSES
-        assert changed == (before["status"] in eligible)
+        # A running job is asked to stop (once): it stays running until its outcome is written.
+        asked = (action == "cancel" and before["status"] == S.RUNNING
+                 and before["cancel_requested_at"] is None)
+        assert changed == (before["status"] in eligible or asked)
+        if asked:
+            assert snapshot(pk)["status"] == S.RUNNING
         if changed and action == "retry_now":
             after = snapshot(pk)
             assert after["run_at"] == self.now and after["max_attempts"] > after["attempts"]
@@ -173,7 +183,8 @@ class JobLifecycle(RuleBasedStateMachine):
                       .values_list("pk", flat=True))
         assert Job.objects.lease_expired(self.now).rescue(self.now) == len(expired)
         for job in Job.objects.filter(pk__in=expired):
-            assert job.status in (S.FAILED, S.EXHAUSTED)
+            assert job.status == S.CANCELLED if job.cancel_requested_at else (
+                job.status in (S.FAILED, S.EXHAUSTED))
             assert job.errors[-1]["type"].endswith("WorkerLost")
         STATS["rescued"] += len(expired)
 
@@ -209,7 +220,8 @@ def test_random_job_lifecycles_never_reach_an_illegal_state(reliability):
     ))
     reliability("state machine", examples=STATS["examples"], steps=STATS["steps"],
                 stale_writes_refused=STATS["stale writes refused"], rescued=STATS["rescued"],
-                claims=STATS["claimed"], illegal_states=0)
+                claims=STATS["claimed"],
+                cancelled_while_running=STATS["cancelled while running"], illegal_states=0)
     assert STATS["stale writes refused"] > 0 and STATS["rescued"] > 0
 
 

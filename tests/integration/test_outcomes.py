@@ -233,11 +233,7 @@ def test_cancel_a_finished_job_does_nothing(traits):
     assert row(job) == before
 
 
-def test_cancel_a_running_job_does_nothing_and_its_worker_still_completes_it():
-    job = claimed_job(run_at=T0, now=T0)
-    assert Job.objects.get(pk=job.pk).cancel(now=at(1)) is False
-    assert row(job)["status"] == JobStatus.RUNNING
-    assert job.complete(3, now=at(2)) is True
+# A running job's cancel is a request: tests/integration/test_cancel.py.
 
 
 def test_queryset_cancel_returns_the_count_and_respects_filters():
@@ -246,10 +242,12 @@ def test_queryset_cancel_returns_the_count_and_respects_filters():
     JobFactory(running=True)
     JobFactory(succeeded=True)
     assert Job.objects.filter(queue="other").cancel(now=at(1)) == 1
-    assert Job.objects.all().cancel(now=at(1)) == 2
+    assert Job.objects.all().cancel(now=at(1)) == 3  # the running one is asked to stop
+    assert Job.objects.all().cancel(now=at(2)) == 0  # and is not counted twice
     counts = {s: Job.objects.filter(status=s).count() for s in JobStatus.values}
     assert counts[JobStatus.CANCELLED] == 3
     assert counts[JobStatus.RUNNING] == counts[JobStatus.SUCCEEDED] == 1
+    assert Job.objects.cancelling().count() == 1
 
 
 # ---- expire -------------------------------------------------------------------------------------

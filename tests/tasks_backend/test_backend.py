@@ -132,8 +132,13 @@ def test_get_result_for_every_status():
     job.complete(3)
     assert backend.get_result(ready.id).return_value == 3
     failed = tasks.add.enqueue(1, 2)
-    Job.objects.filter(pk=int(failed.id)).cancel()
-    assert backend.get_result(failed.id).status == TaskResultStatus.FAILED
+    Job.objects.filter(pk=int(failed.id)).cancel(by="ops")
+    cancelled = backend.get_result(failed.id)
+    assert cancelled.status == TaskResultStatus.FAILED
+    # Cancelled before it started: no attempt recorded an error, the result says why anyway.
+    assert [e.exception_class_path for e in cancelled.errors] == [
+        "django_sqlqueue.exceptions.JobCancelled"]
+    assert "cancelled by ops" in cancelled.errors[0].traceback
     for missing in ["999999", "not-a-number"]:
         with pytest.raises(TaskResultDoesNotExist):
             backend.get_result(missing)
@@ -200,3 +205,21 @@ def test_system_exit_fails_the_task_and_sends_task_finished(start_worker):
     assert [e.exception_class_path for e in result.errors] == ["builtins.SystemExit"]
     tags = list(Execution.objects.filter(job_id=int(result.id)).values_list("tag", flat=True))
     assert sorted(tags) == ["finished:FAILED:exc=True", "started:SQLQueueBackend:RUNNING"]
+
+
+def test_a_running_async_task_cancelled_ends_failed_with_a_clear_error(start_worker):
+    result = tasks.async_sleep.enqueue(60)
+    worker = start_worker(settings={**FAST, "LEASE_SECONDS": 3})
+    wait_for(lambda: Execution.objects.filter(job_id=int(result.id), tag="started").exists(),
+             what="the task to start", worker=worker)
+    assert Job.objects.filter(pk=int(result.id)).cancel(by="ops") == 1
+    wait_for(lambda: task_backends["default"].get_result(result.id).status
+             == TaskResultStatus.FAILED, what="the cancel", worker=worker, timeout=20)
+    cancelled = task_backends["default"].get_result(result.id)
+    assert [e.exception_class_path for e in cancelled.errors] == [
+        "django_sqlqueue.exceptions.JobCancelled"]
+    assert Job.objects.get(pk=int(result.id)).status == "cancelled"
+    # task_finished was sent once, with the FAILED status.
+    assert list(Execution.objects.filter(job_id=int(result.id), worker="signal")
+                .values_list("tag", flat=True).order_by("pk")) == [
+        "started:SQLQueueBackend:RUNNING", "finished:FAILED:exc=True"]

@@ -75,6 +75,19 @@ async def async_add(a, b):
     return a + b
 
 
+@task
+async def async_sleep(seconds):
+    """Started, then a long await: cancelling the job cancels this task."""
+    from asgiref.sync import sync_to_async
+
+    from django_sqlqueue import current_job
+
+    job = current_job()
+    await sync_to_async(Execution.objects.create)(job_id=job.pk, attempt=job.attempts,
+                                                  worker="task", tag="started")
+    await asyncio.sleep(seconds)
+
+
 @task(takes_context=True)
 def with_context(context, x):
     return {"attempt": context.attempt, "id": context.task_result.id, "x": x}

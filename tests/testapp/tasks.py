@@ -89,3 +89,46 @@ def tick_seen(label=""):
     """Return the schedule and tick the job was enqueued for (current_job().schedule_*)."""
     job = current_job()
     return {"schedule": job.schedule_name, "tick": job.schedule_tick.isoformat(), "label": label}
+
+
+def _started():
+    from .models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
+                             tag="started")
+    return job
+
+
+@job(name="tests.loop_until_cancelled")
+def loop_until_cancelled(seconds=120):
+    """A long loop in Python that checks the cooperative flag between steps."""
+    import time
+
+    job = _started()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if job.cancel_requested:
+            return "stopped early"
+        sum(range(1000))  # a step of work
+    return "ran to the end"
+
+
+@job(name="tests.sleep_in_c")
+def sleep_in_c(seconds=60):
+    """Ignores the cancel: blocked in C code (time.sleep) for the whole time."""
+    import time
+
+    _started()
+    time.sleep(seconds)
+
+
+@job(name="tests.async_sleep")
+async def async_sleep(seconds=60):
+    """An async job awaiting a long sleep: a cancel cancels its task."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(_started)()
+    await asyncio.sleep(seconds)

@@ -26,8 +26,8 @@ def values():
         "retry_min_delay_seconds": 1.0, "retry_max_delay_seconds": 3600.0, "retry_jitter": 0.1,
         "enqueued_at": now, "run_at": now, "expires_at": None, "timeout_seconds": None,
         "claimed_at": now, "finished_at": None, "claimed_by": "w", "claim_token": uuid.uuid4(),
-        "lease_expires_at": now + dt.timedelta(seconds=30), "result": None, "errors": [],
-        "unique_key": None,
+        "lease_expires_at": now + dt.timedelta(seconds=30), "cancel_requested_at": None,
+        "cancelled_by": None, "result": None, "errors": [], "unique_key": None,
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
     }
 
