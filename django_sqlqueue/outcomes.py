@@ -74,8 +74,10 @@ def released(now=None) -> Transition:
 def write(changes: list, alias: str) -> set:
     """Write ``[(job, Transition), ...]`` of running jobs claimed on ``alias`` in one fenced
     statement; return the pks it updated, and update those jobs in memory. The others were no
-    longer their claim's. A job whose cancel was asked for is written ``cancelled`` whatever
-    its transition (``sql.record_outcomes``); its status in memory says so."""
+    longer their claim's. Each job appears once: the pks could not tell two of its claims apart
+    (the worker's outcome writer sends them in statements of their own). A job whose cancel was
+    asked for is written ``cancelled`` whatever its transition (``sql.record_outcomes``); its
+    status in memory says so."""
     if not changes:
         return set()
     connection = connections[alias]

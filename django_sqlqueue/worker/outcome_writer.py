@@ -93,6 +93,13 @@ class OutcomeWriter:
                 return
 
     def _write(self, batch) -> None:
+        if len({job.pk for job, _, _ in batch}) < len(batch):
+            # Two claims of one job: an old one whose lease was lost, and the job's claim now.
+            # The statement names the ids it wrote, not the claims, so each claim of a job goes
+            # in a statement of its own, where its fence alone decides.
+            for part in _one_claim_per_job(batch):
+                self._write(part)
+            return
         try:
             applied = call_with_retry(
                 lambda: outcomes.write([(job, change) for job, _, change in batch], self.alias),
@@ -105,6 +112,20 @@ class OutcomeWriter:
             applied = set()
         for job, outcome, _ in batch:
             self.on_written(job, outcome, job.pk in applied)
+
+
+def _one_claim_per_job(batch) -> list:
+    """``batch`` split into as few parts as hold each job at most once, in order."""
+    parts = []  # (items, their job ids)
+    for item in batch:
+        pk = item[0].pk
+        part = next((part for part in parts if pk not in part[1]), None)
+        if part is None:
+            part = ([], set())
+            parts.append(part)
+        part[0].append(item)
+        part[1].add(pk)
+    return [items for items, _ in parts]
 
 
 def _transition(job, outcome: Outcome):

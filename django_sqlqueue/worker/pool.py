@@ -6,6 +6,12 @@ claimed ahead, so the threads have work while the next claim is on its way (for 
 claim's round trip, not the jobs, would otherwise set the pace). A job claimed ahead waits for a
 thread for at most ``CLAIMED_AHEAD_MAX_WAIT`` seconds; after that the fetcher releases it, so a
 few long jobs cannot hold back work another worker could do.
+
+A held job is known by its claim (``claim_of``: id and claim token), not by its id alone: the
+same row can be held twice. A released job can be claimed again by the very next claim while
+its old claim still waits in the inbox, and a job that timed out or lost its lease can run
+again while the thread of its old claim has not returned. Each claim has its own entry, and a
+thread, the writer's callback or a withdrawal only ever touches its own claim's.
 """
 
 import logging
@@ -33,6 +39,11 @@ CLAIM_AHEAD_PER_THREAD = 8
 CLAIMED_AHEAD_MAX_WAIT = 1.0
 #: Outcomes waiting for the writer, at most, before the fetcher stops claiming: a few batches.
 MAX_UNWRITTEN = 2000
+
+
+def claim_of(job) -> tuple:
+    """What a held job is known by: its id and the token of its claim (``Job.claim_token``)."""
+    return job.pk, job.claim_token
 
 
 class PoolStartError(RuntimeError):
@@ -68,7 +79,7 @@ class Pool:
         self.mean_duration = None  # moving average of recent jobs' run time, seconds
         # SimpleQueue: put/get in C, without queue.Queue's conditions; one hand-off per job.
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._held: dict = {}
+        self._held: dict = {}  # claim_of(job): HeldJob
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
@@ -127,22 +138,22 @@ class Pool:
 
     def submit(self, job) -> None:
         with self._lock:
-            self._held[job.pk] = HeldJob(job, claimed_at=time.monotonic())
+            self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
         self._inbox.put(job)
 
     def take_waiting(self, longer_than: float) -> list:
         """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
-        (the caller releases them); a thread that later takes one from the inbox skips it."""
+        (the caller releases them); a thread that later takes one from the inbox skips it, even
+        if the row is held again by a new claim by then."""
         cutoff = time.monotonic() - longer_than
         with self._lock:
-            stale = [entry.job for entry in self._held.values()
+            stale = [key for key, entry in self._held.items()
                      if entry.started_at is None and entry.claimed_at < cutoff]
-            for job in stale:
-                del self._held[job.pk]
-        return stale
+            return [self._held.pop(key).job for key in stale]
 
     def take_unstarted(self) -> list:
-        """Remove the jobs no thread has started yet (for release at shutdown)."""
+        """Remove the jobs no thread has started yet (for release at shutdown); a claim
+        withdrawn earlier is not taken again."""
         taken = []
         while True:
             try:
@@ -152,7 +163,8 @@ class Pool:
             if job is None:
                 continue
             with self._lock:
-                self._held.pop(job.pk, None)
+                if self._held.pop(claim_of(job), None) is None:
+                    continue
             taken.append(job)
         return taken
 
@@ -168,7 +180,7 @@ class Pool:
     def outcome_written(self, job, outcome, applied: bool) -> None:
         """The writer's callback: the job is no longer held once its thread is done too."""
         with self._lock:
-            entry = self._held.get(job.pk)
+            entry = self._held.get(claim_of(job))
             backlog_was_full = self._unwritten >= self.max_backlog
             if entry is not None:
                 entry.written = True
@@ -180,7 +192,7 @@ class Pool:
 
     def _forget(self, entry) -> None:
         """No longer held (under the lock)."""
-        del self._held[entry.job.pk]
+        del self._held[claim_of(entry.job)]
         if entry.awaits_writer:
             self._unwritten -= 1
 
@@ -205,14 +217,14 @@ class Pool:
             except Exception:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
                 with self._lock:
-                    entry = self._held.get(job.pk)
+                    entry = self._held.get(claim_of(job))
                     if entry is not None:
                         self._forget(entry)
                 self.on_slot_free()
 
     def _run(self, job):
         with self._lock:
-            entry = self._held.get(job.pk)
+            entry = self._held.get(claim_of(job))
             if entry is None:  # withdrawn before it started (shutdown, waited too long)
                 return
             entry.started_at = time.monotonic()

@@ -91,3 +91,21 @@ def test_unwritten_outcomes_past_the_backlog_cap_stop_claims():
         assert pool.unwritten() == 0 and pool.free_slots() == pool.capacity()
     finally:
         pool.stop(wait=10)
+
+
+def test_two_claims_of_one_job_in_a_batch_are_told_apart():
+    # A worker whose lease was lost claimed the job again after its rescue, and both attempts
+    # ended at once: only the new claim's outcome is written, and the old one's is lost.
+    written = []
+    writer = OutcomeWriter(alias="default", on_written=lambda *item: written.append(item))
+    [old] = claimed(1)
+    Job.objects.filter(pk=old.pk).update(status=JobStatus.FAILED)  # the rescue, due now
+    [new] = Job.objects.claim(None, "w1", limit=1)
+    assert new.pk == old.pk and new.claim_token != old.claim_token
+    writer.submit(old, Outcome(OutcomeKind.SUCCEEDED, result="old"))
+    writer.submit(new, Outcome(OutcomeKind.SUCCEEDED, result="new"))
+    assert writer.flush() == 2
+    assert [(job, applied) for job, _, applied in written] == [(old, False), (new, True)]
+    assert [job.status for job, _, _ in written] == [JobStatus.RUNNING, JobStatus.SUCCEEDED]
+    row = Job.objects.get(pk=new.pk)
+    assert row.status == JobStatus.SUCCEEDED and row.result == "new"

@@ -4,14 +4,19 @@ that arrives while a recycle is decided."""
 import io
 import os
 import signal
+import threading
+import time
 
 import pytest
 
+from django_sqlqueue import runner
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.worker import process as process_module
 from django_sqlqueue.worker.config import WorkerConfig
 from django_sqlqueue.worker.process import RECYCLE_EXIT_CODE, WorkerProcess
-from tests.testapp.tasks import add
+from tests.testapp.models import Execution
+from tests.testapp.tasks import add, record, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,3 +62,53 @@ def test_one_step_claims_into_the_free_slots_and_burst_stops_when_nothing_is_lef
         process.writer.stop()
     assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
     assert Job.objects.count() == len(jobs)
+
+
+def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once(monkeypatch):
+    # The fetcher releases a job claimed ahead that waited too long for a thread, and its very
+    # next claim may take the same row again. The released claim is still in the threads' inbox:
+    # it must be skipped, and the new claim run, once.
+    long_job = sleep_for.enqueue(0, tag="long")
+    waiting = record.enqueue(tag="short")
+    gate = threading.Event()
+    run = runner.run
+
+    def gated_run(job):  # holds the only thread on the long job until the test lets it go
+        if job.pk == long_job.pk:
+            assert gate.wait(60)
+        return run(job)
+
+    monkeypatch.setattr(runner, "run", gated_run)
+    monkeypatch.setattr(process_module, "CLAIMED_AHEAD_MAX_WAIT", 0)
+    process = worker(concurrency=1)
+    process.pool.mean_duration = 0.001  # recent jobs were short: claim ahead of the thread
+    results = []
+    process.pool.on_result = results.append
+    process.pool.start()
+    process.writer.start()
+    try:
+        assert process.step() is True  # claims both; the thread takes the long job
+        _wait_until(lambda: [e.job.pk for e in process.pool.held() if e.started_at]
+                    == [long_job.pk])
+        assert process.step() is True  # releases the waiting job, and claims it again
+        assert Job.objects.get(pk=waiting.pk).attempts == 2  # the new claim's attempt
+        gate.set()
+        _wait_until(lambda: process.pool.is_idle() and not process.writer.pending())
+    finally:
+        gate.set()
+        process.pool.stop(wait=10)
+        process.writer.stop()
+    assert Job.objects.get(pk=waiting.pk).status == JobStatus.SUCCEEDED
+    assert list(Execution.objects.filter(job_id=waiting.pk).values_list("attempt", flat=True)) \
+        == [2]  # run once, by the new claim
+    assert sorted((r.job.pk, r.outcome) for r in results) == [
+        (long_job.pk, "succeeded"), (waiting.pk, "succeeded")]
+    assert process.pool.unwritten() == 0
+    assert process.pool.free_slots() == process.pool.capacity()
+
+
+def _wait_until(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

@@ -240,3 +240,22 @@ def test_ctrl_c_to_the_whole_process_group_stops_supervised_children_gracefully(
     assert worker.wait(timeout=30) == 0, worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED, worker.output
     assert "second signal" not in worker.output
+
+
+def test_mixed_short_and_long_jobs_each_run_once(start_worker):
+    # Short jobs are claimed ahead of the threads; while long ones hold every thread, those that
+    # waited too long are released, and the next claim may take them again at once. Each job
+    # still runs once, by its newest claim: no lost outcome, no job left to its lease.
+    shorts = Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(110))
+    longs = [sleep_for.enqueue(1.5, tag="long") for _ in range(4)]
+    shorts += Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(40))
+    worker = start_worker("--burst", "--processes", "2", "-c", "2", "--max-jobs", "40",
+                          settings=FAST)
+    assert worker.wait(timeout=180) == 0, worker.output
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}, (
+        worker.output)
+    assert not Job.objects.exclude(errors=[]).exists()  # no WorkerLost, no timeout
+    runs = sorted(Execution.objects.exclude(tag="started").values_list("job_id", flat=True))
+    assert runs == sorted(job.pk for job in [*shorts, *longs]), worker.output
+    for line in ("outcome=lost", "job thread failed", "KeyError"):
+        assert line not in worker.output
