@@ -1,16 +1,21 @@
 """When the fetcher looks for jobs again: at once on a NOTIFY for one of its queues, an
 in-process enqueue, or a freed slot; otherwise after the poll interval (+/-20% jitter, so that
 many workers do not poll in lockstep). Polling always stays on: a notification is only a hint.
+
+After a NOTIFY the fetcher also looks once more, ``notify.follow_up_seconds()`` later: a process
+enqueueing fast sends only some of its notifications (notify.py), and the jobs it enqueued just
+after one it sent are found by this second look instead of the next poll.
 """
 
 import logging
 import random
 import threading
+import time
 
 from django.db import connections
 
 from .. import sql
-from ..notify import CHANNEL, subscribe_in_process
+from ..notify import CHANNEL, follow_up_seconds, subscribe_in_process
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)
@@ -28,6 +33,8 @@ class Wakeup:
         self.use_notify = use_notify and connections[alias].vendor == "postgresql"
         self._stopping = threading.Event()
         self._listen_connection = None
+        self.follow_up_seconds = follow_up_seconds() if self.use_notify else None
+        self._follow_up_at = None  # monotonic time of the look due after a NOTIFY, if any
         subscribe_in_process(self.event)
 
     @property
@@ -49,8 +56,14 @@ class Wakeup:
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%).
         True if woken."""
-        woken = self.event.wait(self.next_poll() if timeout is None else timeout)
+        if timeout is None:
+            timeout = self.next_poll()
+            if self._follow_up_at is not None:
+                timeout = max(0.0, min(timeout, self._follow_up_at - time.monotonic()))
+        woken = self.event.wait(timeout)
         self.event.clear()
+        if self._follow_up_at is not None and time.monotonic() >= self._follow_up_at:
+            self._follow_up_at = None  # the claim after this wait is the second look
         return woken
 
     def next_poll(self, rand=random.uniform) -> float:
@@ -84,6 +97,8 @@ class Wakeup:
         for a queue this worker serves. Returns whether it woke it."""
         wanted = self.queues is None or bool(self.queues.intersection(payload.split(",")))
         if wanted:
+            if self.follow_up_seconds is not None:
+                self._follow_up_at = time.monotonic() + self.follow_up_seconds
             self.event.set()
         return wanted
 

@@ -72,3 +72,30 @@ def test_notify_can_be_turned_off(listener, settings):
     settings.SQLQUEUE = {"NOTIFY": True}  # the next enqueue sees the change
     add.enqueue(1, 2)
     assert listener() == ["default"]
+
+
+@pytest.fixture
+def fresh_limiter(monkeypatch):
+    """A new per-process notification limiter: earlier tests' enqueues spent no tokens."""
+    from django_sqlqueue import notify
+
+    monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter())
+
+
+def test_a_process_enqueueing_fast_notifies_a_burst_then_a_few_times_a_second(
+    listener, settings, fresh_limiter
+):
+    settings.SQLQUEUE = {"NOTIFY_PER_SECOND": 2}
+    for n in range(20):
+        add.enqueue(n, n)  # 20 transactions in well under a second
+    send_email.enqueue("a@example.com")  # another queue has its own budget
+    heard = listener()
+    assert heard.count("default") in (5, 6)  # the burst, and at most one refilled token
+    assert heard.count("emails") == 1
+
+
+def test_without_a_limit_every_transaction_notifies(listener, settings, fresh_limiter):
+    settings.SQLQUEUE = {"NOTIFY_PER_SECOND": None}
+    for n in range(20):
+        add.enqueue(n, n)
+    assert listener() == ["default"] * 20
