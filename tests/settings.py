@@ -52,14 +52,19 @@ else:
             "PORT": "",  # set by the throwaway cluster fixture in conftest.py
         }
     }
-if VENDOR == "sqlite":
-    DATABASES["other"] = _sqlite("other")
-else:
-    DATABASES["other"] = {
-        **DATABASES["default"],
-        "NAME": DATABASES["default"]["NAME"] + "_other",
-        "TEST": {"NAME": "test_" + DATABASES["default"]["NAME"] + "_other"},
-    }
+for extra in ("other", "jobs"):  # business data elsewhere; the queue's own database
+    if os.environ.get(f"{extra.upper()}_DATABASE_URL"):  # a worker subprocess: the parent's
+        DATABASES[extra] = env.db(f"{extra.upper()}_DATABASE_URL")
+        if VENDOR == "sqlite":
+            DATABASES[extra]["OPTIONS"] = SQLITE_OPTIONS
+    elif VENDOR == "sqlite":
+        DATABASES[extra] = _sqlite(extra)
+    else:
+        DATABASES[extra] = {
+            **DATABASES["default"],
+            "NAME": DATABASES["default"]["NAME"] + f"_{extra}",
+            "TEST": {"NAME": "test_" + DATABASES["default"]["NAME"] + f"_{extra}"},
+        }
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
@@ -72,6 +77,9 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
+if os.environ.get("SQLQUEUE_TEST_JOBS_DATABASE"):
+    # The queue's tables in the "jobs" database (docs/scaling.md), for worker subprocesses.
+    DATABASE_ROUTERS = ["tests.testapp.routers.JobsDatabaseRouter", *DATABASE_ROUTERS]
 # Worker subprocesses get their overrides as JSON in SQLQUEUE_TEST_SETTINGS.
 SQLQUEUE = {"RETRY_JITTER": 0.0, **json.loads(os.environ.get("SQLQUEUE_TEST_SETTINGS", "{}"))}
 if os.environ.get("SQLQUEUE_TEST_START_A_THREAD"):
