@@ -61,6 +61,10 @@ class QueueSettings:
     # notifying commit takes a server-wide lock (notify.py). A job enqueued in between is found by
     # the worker's second look, 2 / NOTIFY_PER_SECOND after a wake-up. None: notify every time.
     NOTIFY_PER_SECOND: float | None = 20.0
+    # Where workers LISTEN: an alias of DATABASES or a libpq connection string reaching PostgreSQL
+    # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
+    # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
+    LISTEN_DATABASE: str | None = None
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
     # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
     # intervals, so a dead leader is replaced within about that.
@@ -101,6 +105,7 @@ _TYPES = {
     "POLL_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
     "NOTIFY_PER_SECOND": (int, float, type(None)),
+    "LISTEN_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
     "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),

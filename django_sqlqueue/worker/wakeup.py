@@ -14,14 +14,11 @@ import time
 
 from django.db import connections
 
-from .. import sql
+from .. import listening, sql
 from ..notify import CHANNEL, follow_up_seconds, subscribe_in_process
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)
-
-# Keys of a Django PostgreSQL OPTIONS dict that are Django's, not libpq connection parameters.
-_DJANGO_ONLY_OPTIONS = {"isolation_level", "server_side_binding", "pool", "assume_role"}
 
 
 class Wakeup:
@@ -31,6 +28,11 @@ class Wakeup:
         self.poll_interval = poll_interval
         self.event = threading.Event()
         self.use_notify = use_notify and connections[alias].vendor == "postgresql"
+        self.no_listen_reason = None  # why NOTIFY is on but this worker polls
+        self.listen_params = listening.listen_params(alias) if self.use_notify else None
+        if self.use_notify and self.listen_params is None:
+            self.use_notify = False
+            self.no_listen_reason = listening.polling_reason(alias)
         self._stopping = threading.Event()
         self._listen_connection = None
         self.follow_up_seconds = follow_up_seconds() if self.use_notify else None
@@ -40,9 +42,16 @@ class Wakeup:
     @property
     def mode(self) -> str:
         polling = f"polling every {self.poll_interval:g}s"
-        return f"LISTEN/NOTIFY + {polling}" if self.use_notify else f"in-process + {polling}"
+        if self.use_notify:
+            return f"LISTEN/NOTIFY + {polling}"
+        if self.no_listen_reason:
+            return f"in-process + {polling} (no LISTEN: {self.no_listen_reason})"
+        return f"in-process + {polling}"
 
     def start(self):
+        if self.no_listen_reason:
+            logger.warning("polling only, every %gs: %s", self.poll_interval,
+                           self.no_listen_reason)
         if self.use_notify:
             threading.Thread(target=self._listen, name="sqlqueue-listen", daemon=True).start()
 
@@ -77,7 +86,7 @@ class Wakeup:
         backoff = Backoff(maximum=30.0)
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(**self._connect_kwargs(), autocommit=True) as conn:
+                with psycopg.connect(**self.listen_params, autocommit=True) as conn:
                     conn.execute(sql.listen(CHANNEL))
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
@@ -101,17 +110,3 @@ class Wakeup:
                 self._follow_up_at = time.monotonic() + self.follow_up_seconds
             self.event.set()
         return wanted
-
-    def _connect_kwargs(self) -> dict:
-        settings = connections[self.alias].settings_dict
-        kwargs = {
-            "dbname": settings.get("NAME") or "postgres",
-            "user": settings.get("USER") or None,
-            "password": settings.get("PASSWORD") or None,
-            "host": settings.get("HOST") or None,
-            "port": settings.get("PORT") or None,
-        }
-        for key, value in (settings.get("OPTIONS") or {}).items():
-            if key not in _DJANGO_ONLY_OPTIONS:
-                kwargs[key] = value
-        return {k: v for k, v in kwargs.items() if v is not None}
