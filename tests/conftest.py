@@ -10,6 +10,8 @@ from django.db import connections
 from tests.postgres_cluster import Cluster
 
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
+# The pgbouncer pass is PostgreSQL through a transaction-pooling PgBouncer (tests/pgbouncer.py).
+POSTGRESQL = VENDOR in ("postgresql", "pgbouncer")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,7 +22,7 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     # Tests marked postgresql run in the PostgreSQL pass of the test command (never skipped
     # there: a missing server fails that pass).
-    if VENDOR != "postgresql":
+    if not POSTGRESQL:
         skip = pytest.mark.skip(reason="PostgreSQL-only; runs in the postgresql pass")
         for item in items:
             if "postgresql" in item.keywords:
@@ -30,15 +32,54 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def pg_cluster():
     """The throwaway PostgreSQL cluster, or None when DATABASE_URL names a server."""
-    if VENDOR != "postgresql" or "DATABASE_URL" in os.environ:
+    if not POSTGRESQL or "DATABASE_URL" in os.environ:
         yield None
         return
     cluster = Cluster().start()
+    cluster.pgbouncer = None
+    port = cluster.port
+    if VENDOR == "pgbouncer":
+        from tests.pgbouncer import PgBouncer
+
+        cluster.pgbouncer = PgBouncer(cluster).start()
+        port = cluster.pgbouncer.port
+        # Workers LISTEN around the pooler, on the test database itself (its name is fixed).
+        name = settings.DATABASES["default"]["NAME"]
+        listen_url = f"postgresql://postgres@127.0.0.1:{cluster.port}/test_{name}"
+        os.environ["SQLQUEUE_TEST_LISTEN_URL"] = listen_url  # for worker subprocesses
+        settings.SQLQUEUE = {**settings.SQLQUEUE, "LISTEN_DATABASE": listen_url}
     for alias in settings.DATABASES:
-        settings.DATABASES[alias]["PORT"] = str(cluster.port)
+        settings.DATABASES[alias]["PORT"] = str(port)
     yield cluster
     connections.close_all()
+    if cluster.pgbouncer is not None:
+        cluster.pgbouncer.stop()
     cluster.destroy()
+
+
+@pytest.fixture(scope="session", autouse=VENDOR == "pgbouncer")
+def _drop_test_databases_around_pgbouncer(request, pg_cluster):
+    """Set up after the test databases, so torn down before they are dropped: PgBouncer keeps
+    server connections to them open, which DROP DATABASE refuses; drop them directly."""
+    if pg_cluster is None or pg_cluster.pgbouncer is None:
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    yield
+    connections.close_all()
+    for alias in connections:
+        connections[alias].settings_dict["PORT"] = str(pg_cluster.port)
+    pg_cluster.pgbouncer.stop()
+
+
+def direct_connect_kwargs(alias="default") -> dict:
+    """``psycopg.connect()`` arguments reaching the test database directly, around PgBouncer
+    in the pgbouncer pass: where a test LISTENs itself."""
+    if os.environ.get("SQLQUEUE_TEST_LISTEN_URL"):
+        return {"conninfo": os.environ["SQLQUEUE_TEST_LISTEN_URL"]}
+    params = connections[alias].settings_dict
+    return {"dbname": params["NAME"], "user": params["USER"], "host": params["HOST"],
+            "port": params["PORT"]}
 
 
 @pytest.fixture(scope="session")

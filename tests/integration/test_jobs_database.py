@@ -1,6 +1,9 @@
 """The queue's tables in a database of their own ("jobs", by JobsDatabaseRouter), the business
 data in "default": enqueue goes to "jobs", enqueue_on_commit waits for "default"'s commit."""
 
+import inspect
+from pathlib import Path
+
 import pytest
 from django.core import checks
 from django.db import router, transaction
@@ -9,6 +12,7 @@ from django.test import override_settings
 from django_sqlqueue import enqueue_on_commit
 from django_sqlqueue.models import Job, Worker
 from tests.testapp.models import Order
+from tests.testapp.routers import JobsDatabaseRouter
 from tests.testapp.tasks import add, send_email
 
 pytestmark = [
@@ -71,3 +75,8 @@ def test_plain_enqueue_in_the_business_transaction_is_not_atomic_with_it():
 def test_the_system_check_looks_at_the_jobs_database():
     errors = checks.run_checks(databases=["jobs"], tags=["database"])
     assert [e.id for e in errors if e.id.startswith("sqlqueue")] == []
+
+
+def test_the_docs_show_this_router():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
+    assert inspect.getsource(JobsDatabaseRouter) in page

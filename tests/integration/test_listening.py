@@ -10,6 +10,13 @@ from django_sqlqueue.worker.wakeup import Wakeup
 pytestmark = pytest.mark.postgresql
 
 
+@pytest.fixture(autouse=True)
+def direct(monkeypatch, settings):
+    """Defaults first (in the pgbouncer pass the suite is behind a pooler, with LISTEN_DATABASE)."""
+    monkeypatch.setitem(connections["default"].settings_dict, "DISABLE_SERVER_SIDE_CURSORS", False)
+    settings.SQLQUEUE = {}
+
+
 @pytest.fixture
 def behind_pooler(monkeypatch):
     """The jobs database marked as reached through a transaction pooler, as Django's docs say."""

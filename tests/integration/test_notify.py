@@ -3,10 +3,11 @@ per transaction, never for rolled-back work."""
 
 import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.notify import CHANNEL
+from tests.conftest import direct_connect_kwargs
 from tests.testapp.tasks import add, send_email
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
@@ -14,9 +15,7 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def listener():
-    params = connection.settings_dict
-    conn = psycopg.connect(dbname=params["NAME"], user=params["USER"], host=params["HOST"],
-                           port=params["PORT"], autocommit=True)
+    conn = psycopg.connect(**direct_connect_kwargs(), autocommit=True)
     conn.execute(f'LISTEN "{CHANNEL}"')
     yield lambda: [n.payload for n in conn.notifies(timeout=0.5)]
     conn.close()

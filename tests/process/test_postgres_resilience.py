@@ -8,6 +8,7 @@ from django.db import connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
+from tests.conftest import direct_connect_kwargs
 from tests.process.conftest import wait_for
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, sleep_for
@@ -130,9 +131,7 @@ def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll
     monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter(burst=1))
     limits = {"POLL_INTERVAL_SECONDS": 120.0, "NOTIFY_PER_SECOND": 0.2}  # second look: 10 s
     settings.SQLQUEUE = limits  # this process enqueues with the same limit
-    params = connection.settings_dict
-    listener = psycopg.connect(dbname=params["NAME"], user=params["USER"], host=params["HOST"],
-                               port=params["PORT"], autocommit=True)
+    listener = psycopg.connect(**direct_connect_kwargs(), autocommit=True)
     listener.execute(f'LISTEN "{notify.CHANNEL}"')
     worker = start_worker(settings=limits)
     wait_for(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
