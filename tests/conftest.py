@@ -41,8 +41,15 @@ def pg_cluster():
     if VENDOR == "pgbouncer":
         from tests.pgbouncer import PgBouncer
 
-        cluster.pgbouncer = PgBouncer(cluster).start()
-        port = cluster.pgbouncer.port
+        bouncer = cluster.pgbouncer = PgBouncer(cluster).start()
+        port = bouncer.port
+        restart_server = cluster.restart
+
+        def restart(mode="fast"):  # and wait until PgBouncer serves again, as its users would
+            restart_server(mode)
+            bouncer.wait_serving(connections["default"].settings_dict["NAME"])
+
+        cluster.restart = restart
         # Workers LISTEN around the pooler, on the test database itself (its name is fixed).
         name = settings.DATABASES["default"]["NAME"]
         listen_url = f"postgresql://postgres@127.0.0.1:{cluster.port}/test_{name}"
@@ -70,6 +77,16 @@ def _drop_test_databases_around_pgbouncer(request, pg_cluster):
     for alias in connections:
         connections[alias].settings_dict["PORT"] = str(pg_cluster.port)
     pg_cluster.pgbouncer.stop()
+
+
+@pytest.fixture(autouse=VENDOR == "pgbouncer")
+def _fresh_connections():
+    """The pgbouncer pass: each test ends by dropping its connections, so a connection broken by
+    a chaos test (a restart, a terminated server connection) is not used again to tear it down or
+    by the next test. (Direct connections are dropped by PostgreSQL on the spot; through the
+    pooler, the client side learns it only when it next talks.)"""
+    yield
+    connections.close_all()
 
 
 def direct_connect_kwargs(alias="default") -> dict:

@@ -34,6 +34,9 @@ pool_mode = transaction
 max_client_conn = 2000
 default_pool_size = 40
 max_db_connections = 150
+; After a failed server login (PostgreSQL restarting), PgBouncer refuses every new login for
+; server_login_retry: 15 s by default, longer than the restart itself.
+server_login_retry = 1
 logfile = {base}/pgbouncer.log
 pidfile = {base}/pgbouncer.pid
 """
@@ -93,6 +96,24 @@ class PgBouncer:
     def restart(self):
         self.stop()
         self.start()
+
+    def wait_serving(self, dbname, timeout=60):
+        """Until a query on ``dbname`` goes through: after PostgreSQL restarts, PgBouncer's first
+        server login to it may fail, and it refuses logins to that database for
+        server_login_retry after that."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
+                                     dbname=dbname, connect_timeout=5) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.Error:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def log(self) -> str:
         path = self.base / "pgbouncer.log"

@@ -44,10 +44,7 @@ def _finish(fleet, jobs, started):
     return seconds
 
 
-def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
-                                                            reliability):
-    if pg_cluster is None:
-        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+def _restarts_under_load(start_worker, restart, reliability, scenario):
     jobs = _enqueue(JOBS)
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
@@ -56,18 +53,26 @@ def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clu
         # Spread over the run: after 25% and 60% of the jobs in CI.
         target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
         fleet.wait_for(lambda t=target: _succeeded() >= t, what=f"progress before restart {n + 1}")
-        pg_cluster.restart(mode="fast")
+        restart()
         connections.close_all()
     assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
     seconds = _finish(fleet, jobs, started)
     codes = fleet.stop()
 
     result = tally()
-    reliability("restarts", workers=len(CONCURRENCIES), restarts=restarts,
+    reliability(scenario, workers=len(CONCURRENCIES), restarts=restarts,
                 worker_exits=0, **result.figures(), seconds=seconds)
     result.assert_clean()
     assert codes == [0] * len(codes), fleet.output()[-5000:]
     assert "database unavailable" in fleet.output()
+
+
+def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
+                                                            reliability):
+    if pg_cluster is None:
+        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+    _restarts_under_load(start_worker, lambda: pg_cluster.restart(mode="fast"), reliability,
+                         "restarts")
 
 
 def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
@@ -76,25 +81,8 @@ def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clus
     every client and server connection at once) and comes back on the same port."""
     if pg_cluster is None or pg_cluster.pgbouncer is None:
         pytest.skip("runs in the pgbouncer pass (SQLQUEUE_TEST_DATABASE=pgbouncer)")
-    jobs = _enqueue(JOBS)
-    started = time.monotonic()
-    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
-    restarts = sized(2, 10)
-    for n in range(restarts):
-        target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
-        fleet.wait_for(lambda t=target: _succeeded() >= t, what=f"progress before restart {n + 1}")
-        pg_cluster.pgbouncer.restart()
-        connections.close_all()
-    assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
-    seconds = _finish(fleet, jobs, started)
-    codes = fleet.stop()
-
-    result = tally()
-    reliability("pgbouncer restarts", workers=len(CONCURRENCIES), restarts=restarts,
-                worker_exits=0, **result.figures(), seconds=seconds)
-    result.assert_clean()
-    assert codes == [0] * len(codes), fleet.output()[-5000:]
-    assert "database unavailable" in fleet.output()
+    _restarts_under_load(start_worker, pg_cluster.pgbouncer.restart, reliability,
+                         "pgbouncer restarts")
 
 
 def _terminate_worker_connections() -> int:
