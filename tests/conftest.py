@@ -89,6 +89,33 @@ def _fresh_connections():
     connections.close_all()
 
 
+JOBS_DATABASE_ROUTERS = [
+    "tests.testapp.routers.JobsDatabaseRouter", "tests.testapp.routers.OrdersOnOther",
+]
+
+
+@pytest.fixture
+def jobs_database():
+    """The queue's tables in the "jobs" database, as docs/scaling.md sets it up: the router for
+    this test, and ``migrate --database jobs``. (Not for every test: with the queue migratable
+    on "jobs", Django's model checks would query it from tests that do not use it.)"""
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    with override_settings(DATABASE_ROUTERS=JOBS_DATABASE_ROUTERS):
+        if "django_sqlqueue_job" not in connections["jobs"].introspection.table_names():
+            # The test database was migrated without the queue's tables (the suite's router
+            # keeps "jobs" empty), but its migrations are recorded as applied: forget them.
+            call_command("migrate", "django_sqlqueue", "zero", fake=True, database="jobs",
+                         verbosity=0)
+            call_command("migrate", "django_sqlqueue", database="jobs", verbosity=0)
+        yield
+        # Emptied here, while the router sends the queue there: the test case's own flush, after
+        # this fixture, sees the suite's router, which keeps the queue out of "jobs".
+        call_command("flush", database="jobs", interactive=False, inhibit_post_migrate=True,
+                     verbosity=0)
+
+
 def direct_connect_kwargs(alias="default") -> dict:
     """``psycopg.connect()`` arguments reaching the test database directly, around PgBouncer
     in the pgbouncer pass: where a test LISTENs itself."""

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from django.core import checks
 from django.db import router, transaction
-from django.test import override_settings
 
 from django_sqlqueue import enqueue_on_commit
 from django_sqlqueue.models import Job, Worker
@@ -23,13 +22,6 @@ pytestmark = [
 
 class Boom(Exception):
     pass
-
-
-@pytest.fixture
-def jobs_database():
-    routers = ["tests.testapp.routers.JobsDatabaseRouter", "tests.testapp.routers.OrdersOnOther"]
-    with override_settings(DATABASE_ROUTERS=routers):
-        yield
 
 
 def test_the_router_sends_every_table_of_the_queue_to_the_jobs_database():

@@ -3,7 +3,6 @@
 
 import pytest
 from django.db import transaction
-from django.test import override_settings
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
@@ -11,20 +10,20 @@ from tests.testapp.models import Execution, Order
 from tests.testapp.tasks import record
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs"])
-ROUTERS = ["tests.testapp.routers.JobsDatabaseRouter", "tests.testapp.routers.OrdersOnOther"]
 
 
-def test_a_worker_drains_the_jobs_database_and_the_jobs_write_to_default(start_worker, db_url):
-    with override_settings(DATABASE_ROUTERS=ROUTERS):
-        with transaction.atomic():
-            orders = [Order.objects.create(total=n) for n in range(5)]
-            jobs = [record.enqueue_on_commit(tag=str(order.pk)) for order in orders]
-        assert Job.objects.using("jobs").count() == 5
-        worker = start_worker("--burst", env={
-            "SQLQUEUE_TEST_JOBS_DATABASE": "1", "JOBS_DATABASE_URL": db_url("jobs"),
-        })
-        assert worker.wait() == 0, worker.output
-        assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
+def test_a_worker_drains_the_jobs_database_and_the_jobs_write_to_default(
+    start_worker, db_url, jobs_database
+):
+    with transaction.atomic():
+        orders = [Order.objects.create(total=n) for n in range(5)]
+        jobs = [record.enqueue_on_commit(tag=str(order.pk)) for order in orders]
+    assert Job.objects.using("jobs").count() == 5
+    worker = start_worker("--burst", env={
+        "SQLQUEUE_TEST_JOBS_DATABASE": "1", "JOBS_DATABASE_URL": db_url("jobs"),
+    })
+    assert worker.wait() == 0, worker.output
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
     # The jobs' own writes (Execution rows) went to "default", as the router says.
     assert sorted(Execution.objects.using("default").values_list("job_id", flat=True)) == sorted(
         job.pk for job in jobs
