@@ -8,13 +8,13 @@ hear each queue once per committed transaction, and nothing costs a round trip o
 
 Why not on every enqueue: a transaction that sent NOTIFY takes one lock for the whole server at
 commit and holds it through its commit's flush to disk, so notifying transactions commit one after
-the other instead of sharing a flush (with 16 processes enqueueing one job per transaction, about
-11% fewer enqueues per second than with NOTIFY off). So each process sends at most
-``NOTIFY_PER_SECOND`` notifications per queue (a token bucket with a burst of ``NOTIFY_BURST``,
-see ``NotifyLimiter``): a web process enqueueing now and then notifies every time, one enqueueing
-hundreds of jobs a second notifies a few dozen times. A job whose notification was held back
-follows, within ``1 / NOTIFY_PER_SECOND``, one that was sent; a woken worker looks again
-``follow_up_seconds()`` later (worker/wakeup.py), which finds it.
+the other instead of sharing a flush (issue 18 measured, with 16 processes enqueueing one job per
+transaction, about 11% fewer enqueues per second than with NOTIFY off). So each process sends at
+most ``NOTIFY_PER_SECOND`` notifications per queue (a token bucket with a burst of
+``NOTIFY_BURST``, see ``NotifyLimiter``): a web process enqueueing now and then notifies every
+time, one enqueueing hundreds of jobs a second about NOTIFY_PER_SECOND times a second. A job
+whose notification was held back follows, within ``1 / NOTIFY_PER_SECOND``, one that was sent;
+a woken worker looks again ``follow_up_seconds()`` later (worker/wakeup.py), which finds it.
 
 Workers in the same process (any database) are woken through an in-process event, after commit.
 Both are hints only: workers poll as well, so a lost notification delays a job by one poll
