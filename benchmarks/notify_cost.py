@@ -63,24 +63,26 @@ def enqueue_child(start_at: float, seconds: float) -> None:
     print(count)
 
 
-def listen(dsn: str, stop: threading.Event) -> None:
+def listen(dsn: str, stop: threading.Event, heard: list) -> None:
+    """LISTEN as a worker would; ``heard`` gets one entry per notification received."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute('LISTEN "django_sqlqueue"')
         while not stop.is_set():
             for _ in conn.notifies(timeout=0.5):
-                pass
+                heard.append(1)
 
 
-def concurrent_enqueue(dsn: str, mode: str, processes: int, seconds: float) -> float:
+def concurrent_enqueue(dsn: str, mode: str, processes: int, seconds: float) -> tuple:
+    """(jobs per second, notifications heard)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("TRUNCATE django_sqlqueue_job")
         conn.execute("CHECKPOINT")  # each round starts from the same state of the disk
-    stop = threading.Event()
-    listener = threading.Thread(target=listen, args=(dsn, stop), daemon=True)
+    stop, heard = threading.Event(), []
+    listener = threading.Thread(target=listen, args=(dsn, stop, heard), daemon=True)
     listener.start()
     start_at = time.time() + 3.0  # after every child has started Django and connected
     children = [
@@ -97,9 +99,10 @@ def concurrent_enqueue(dsn: str, mode: str, processes: int, seconds: float) -> f
         if child.returncode != 0:
             sys.exit(f"an enqueueing process failed ({child.returncode})")
         counts.append(int(out.strip().splitlines()[-1]))
+    time.sleep(1.0)  # the last notifications
     stop.set()
     listener.join()
-    return sum(counts) / seconds
+    return sum(counts) / seconds, len(heard)
 
 
 def pickup(dsn: str, mode: str, logdir: Path) -> dict:
@@ -151,10 +154,11 @@ def main() -> int:
         rates = {mode: [] for mode in MODES}
         for round_number in range(1, args.rounds + 1):
             for mode in MODES:
-                rate = concurrent_enqueue(dsn, mode, args.processes, args.seconds)
+                rate, heard = concurrent_enqueue(dsn, mode, args.processes, args.seconds)
                 rates[mode].append(rate)
                 print(f"round {round_number} enqueue, {args.processes} processes, wake-ups "
-                      f"{mode}: {rate:,.0f} jobs/s", flush=True)
+                      f"{mode}: {rate:,.0f} jobs/s, {heard:,} notifications for "
+                      f"{rate * args.seconds:,.0f} commits", flush=True)
         medians = {mode: statistics.median(values) for mode, values in rates.items()}
         logdir = Path(tempfile.mkdtemp(prefix="notify-cost-"))
         latencies = {}
