@@ -55,3 +55,37 @@ def check_database(app_configs=None, databases=None, **kwargs):
             id="sqlqueue.E002",
         )
     ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_listen_database(app_configs=None, **kwargs):
+    """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""
+    from . import listening
+    from .conf import get_settings
+    from .models import Job
+
+    try:
+        conf = get_settings()
+    except ImproperlyConfigured:
+        return []  # sqlqueue.E001 says why
+    target = conf.LISTEN_DATABASE
+    if target is not None:
+        if listening.is_alias(target) and target not in connections:
+            return [checks.Error(
+                f"SQLQUEUE['LISTEN_DATABASE'] {target!r} is not in settings.DATABASES.",
+                hint="Name an alias of DATABASES or give a libpq connection string "
+                     "('postgresql://user@host:5432/dbname').",
+                id="sqlqueue.E003",
+            )]
+        return []
+    alias = router.db_for_write(Job)
+    if (conf.NOTIFY and connections[alias].vendor == "postgresql"
+            and listening.behind_pooler(alias)):
+        return [checks.Warning(
+            f"Workers will poll every {conf.POLL_INTERVAL_SECONDS:g}s instead of LISTENing: "
+            + listening.polling_reason(alias) + ".",
+            hint="Set SQLQUEUE['LISTEN_DATABASE'] to an alias (or connection string) that "
+                 "reaches PostgreSQL directly; see docs/scaling.md.",
+            id="sqlqueue.W001",
+        )]
+    return []

@@ -61,6 +61,14 @@ class QueueSettings:
     # PostgreSQL: enqueue sends NOTIFY so idle workers wake at once. Turn off behind PgBouncer
     # in transaction pooling mode, where LISTEN does not work; polling then does the job.
     NOTIFY: bool = True
+    # At most this many NOTIFYs per queue per second from one process (after a burst of 5): each
+    # notifying commit takes a server-wide lock (notify.py). A job enqueued in between is found by
+    # the worker's second look, 2 / NOTIFY_PER_SECOND after a wake-up. None: notify every time.
+    NOTIFY_PER_SECOND: float | None = 20.0
+    # Where workers LISTEN: an alias of DATABASES or a libpq connection string reaching PostgreSQL
+    # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
+    # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
+    LISTEN_DATABASE: str | None = None
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
     # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
     # intervals, so a dead leader is replaced within about that.
@@ -101,6 +109,8 @@ _TYPES = {
     "CANCEL_GRACE_SECONDS": (int, float),
     "POLL_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
+    "NOTIFY_PER_SECOND": (int, float, type(None)),
+    "LISTEN_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
     "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),
@@ -198,6 +208,8 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS"):
         if getattr(conf, key) is not None and getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive or None")
+    if conf.NOTIFY_PER_SECOND is not None and conf.NOTIFY_PER_SECOND <= 0:
+        problems.append("NOTIFY_PER_SECOND must be positive or None (no limit)")
     if conf.MAX_PAYLOAD_BYTES <= 0 or conf.MAX_TRACEBACK_CHARS <= 0:
         problems.append("MAX_PAYLOAD_BYTES and MAX_TRACEBACK_CHARS must be positive")
     if problems:

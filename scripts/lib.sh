@@ -28,3 +28,7 @@ apt_install() {  # apt_install WHAT PACKAGE...: as root on Debian/Ubuntu, else s
 have_postgres() {  # the server binaries tests/postgres_cluster.py runs (initdb, pg_ctl)
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
+
+have_pgbouncer() {  # the pooler tests/pgbouncer.py runs in the pgbouncer pass
+  command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]
+}

@@ -5,18 +5,24 @@
 #   - Django 6.x on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
 #     the chaos suite and the browser test;
 #   - Django 6.0 on Python 3.13 (.venv-django60) and Django 5.2 LTS on python3 (.venv):
-#     everything but the chaos suite, the browser test and the minute-long schedule test.
+#     everything but the chaos suite, the browser test and the minute-long schedule test;
+# then, with Django 6.1, the integration, process and chaos tests once more on PostgreSQL through
+# a PgBouncer in transaction pooling mode (tests/pgbouncer.py), minus the slow ones.
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
 # on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, Chromium).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -x -k notify`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/lib.sh  # apt_install, have_postgres, python_at_least
+source scripts/lib.sh  # apt_install, have_postgres, have_pgbouncer, python_at_least
 
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
   apt_install "PostgreSQL server (initdb, pg_ctl)" postgresql || {
     echo "Or set DATABASE_URL to a PostgreSQL server you run." >&2; exit 1; }
+fi
+if [ -z "${DATABASE_URL:-}" ] && ! have_pgbouncer; then
+  apt_install "PgBouncer (for the pgbouncer pass)" pgbouncer || {
+    echo "The pgbouncer pass will fail without it." >&2; }
 fi
 
 # The admin's browser test (tests/admin/test_browser.py) drives Debian's Chromium through its
@@ -67,4 +73,9 @@ done
 run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser and not slow" "$@"
 run_pass .venv-django60 "Django 6.0" --ignore=tests/chaos -m "not browser and not slow" "$@"
 run_pass .venv-django6 "Django 6.1" "$@"
+if [ -z "${DATABASE_URL:-}" ]; then
+  echo "==> Django 6.1: integration, process and chaos tests through PgBouncer (transaction mode)"
+  SQLQUEUE_TEST_DATABASE=pgbouncer .venv-django6/bin/pytest tests/integration tests/process \
+    tests/chaos -m "not slow" "$@" || status=$?
+fi
 exit $status

@@ -10,6 +10,8 @@ from django.db import connections
 from tests.postgres_cluster import Cluster
 
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
+# The pgbouncer pass is PostgreSQL through a transaction-pooling PgBouncer (tests/pgbouncer.py).
+POSTGRESQL = VENDOR in ("postgresql", "pgbouncer")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,7 +22,7 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     # Tests marked postgresql run in the PostgreSQL pass of the test command (never skipped
     # there: a missing server fails that pass).
-    if VENDOR != "postgresql":
+    if not POSTGRESQL:
         skip = pytest.mark.skip(reason="PostgreSQL-only; runs in the postgresql pass")
         for item in items:
             if "postgresql" in item.keywords:
@@ -30,15 +32,98 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def pg_cluster():
     """The throwaway PostgreSQL cluster, or None when DATABASE_URL names a server."""
-    if VENDOR != "postgresql" or "DATABASE_URL" in os.environ:
+    if not POSTGRESQL or "DATABASE_URL" in os.environ:
         yield None
         return
     cluster = Cluster().start()
+    cluster.pgbouncer = None
+    port = cluster.port
+    if VENDOR == "pgbouncer":
+        from tests.pgbouncer import PgBouncer
+
+        bouncer = cluster.pgbouncer = PgBouncer(cluster).start()
+        port = bouncer.port
+        restart_server = cluster.restart
+
+        def restart(mode="fast"):  # and wait until PgBouncer serves again, as its users would
+            restart_server(mode)
+            bouncer.wait_serving(connections["default"].settings_dict["NAME"])
+
+        cluster.restart = restart
+        # Workers LISTEN around the pooler, on the test database itself (its name is fixed).
+        name = settings.DATABASES["default"]["NAME"]
+        listen_url = f"postgresql://postgres@127.0.0.1:{cluster.port}/test_{name}"
+        os.environ["SQLQUEUE_TEST_LISTEN_URL"] = listen_url  # for worker subprocesses
+        settings.SQLQUEUE = {**settings.SQLQUEUE, "LISTEN_DATABASE": listen_url}
     for alias in settings.DATABASES:
-        settings.DATABASES[alias]["PORT"] = str(cluster.port)
+        settings.DATABASES[alias]["PORT"] = str(port)
     yield cluster
     connections.close_all()
+    if cluster.pgbouncer is not None:
+        cluster.pgbouncer.stop()
     cluster.destroy()
+
+
+@pytest.fixture(scope="session", autouse=VENDOR == "pgbouncer")
+def _drop_test_databases_around_pgbouncer(request, pg_cluster):
+    """Set up after the test databases, so torn down before they are dropped: PgBouncer keeps
+    server connections to them open, which DROP DATABASE refuses; drop them directly."""
+    if pg_cluster is None or pg_cluster.pgbouncer is None:
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    yield
+    connections.close_all()
+    for alias in connections:
+        connections[alias].settings_dict["PORT"] = str(pg_cluster.port)
+    pg_cluster.pgbouncer.stop()
+
+
+@pytest.fixture(autouse=VENDOR == "pgbouncer")
+def _fresh_connections():
+    """The pgbouncer pass: each test ends by dropping its connections, so a connection broken by
+    a chaos test (a restart, a terminated server connection) is not used again to tear it down or
+    by the next test. (Direct connections are dropped by PostgreSQL on the spot; through the
+    pooler, the client side learns it only when it next talks.)"""
+    yield
+    connections.close_all()
+
+
+JOBS_DATABASE_ROUTERS = [
+    "tests.testapp.routers.JobsDatabaseRouter", "tests.testapp.routers.OrdersOnOther",
+]
+
+
+@pytest.fixture
+def jobs_database():
+    """The queue's tables in the "jobs" database, as docs/scaling.md sets it up: the router for
+    this test, and ``migrate --database jobs``. (Not for every test: with the queue migratable
+    on "jobs", Django's model checks would query it from tests that do not use it.)"""
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    with override_settings(DATABASE_ROUTERS=JOBS_DATABASE_ROUTERS):
+        if "django_sqlqueue_job" not in connections["jobs"].introspection.table_names():
+            # The test database was migrated without the queue's tables (the suite's router
+            # keeps "jobs" empty), but its migrations are recorded as applied: forget them.
+            call_command("migrate", "django_sqlqueue", "zero", fake=True, database="jobs",
+                         verbosity=0)
+            call_command("migrate", "django_sqlqueue", database="jobs", verbosity=0)
+        yield
+        # Emptied here, while the router sends the queue there: the test case's own flush, after
+        # this fixture, sees the suite's router, which keeps the queue out of "jobs".
+        call_command("flush", database="jobs", interactive=False, inhibit_post_migrate=True,
+                     verbosity=0)
+
+
+def direct_connect_kwargs(alias="default") -> dict:
+    """``psycopg.connect()`` arguments reaching the test database directly, around PgBouncer
+    in the pgbouncer pass: where a test LISTENs itself."""
+    if os.environ.get("SQLQUEUE_TEST_LISTEN_URL"):
+        return {"conninfo": os.environ["SQLQUEUE_TEST_LISTEN_URL"]}
+    params = connections[alias].settings_dict
+    return {"dbname": params["NAME"], "user": params["USER"], "host": params["HOST"],
+            "port": params["PORT"]}
 
 
 @pytest.fixture(scope="session")

@@ -33,8 +33,10 @@ def _sqlite(name):
     }
 
 
-if VENDOR not in ("sqlite", "postgresql"):
-    raise RuntimeError(f"SQLQUEUE_TEST_DATABASE={VENDOR!r}: use 'sqlite' or 'postgresql'.")
+if VENDOR not in ("sqlite", "postgresql", "pgbouncer"):
+    raise RuntimeError(
+        f"SQLQUEUE_TEST_DATABASE={VENDOR!r}: use 'sqlite', 'postgresql' or 'pgbouncer'."
+    )
 if "DATABASE_URL" in os.environ:
     # A given server, or (in worker subprocesses) the test database of the parent run.
     DATABASES = {"default": env.db("DATABASE_URL")}
@@ -52,14 +54,24 @@ else:
             "PORT": "",  # set by the throwaway cluster fixture in conftest.py
         }
     }
-if VENDOR == "sqlite":
-    DATABASES["other"] = _sqlite("other")
-else:
-    DATABASES["other"] = {
-        **DATABASES["default"],
-        "NAME": DATABASES["default"]["NAME"] + "_other",
-        "TEST": {"NAME": "test_" + DATABASES["default"]["NAME"] + "_other"},
-    }
+if VENDOR == "pgbouncer":
+    # PostgreSQL through a transaction-pooling PgBouncer (tests/pgbouncer.py), set up as
+    # docs/scaling.md says: no server-side cursors, and (Django's default) no persistent
+    # connections needed; Django's psycopg 3 cursors bind client-side, so nothing is prepared.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+for extra in ("other", "jobs"):  # business data elsewhere; the queue's own database
+    if os.environ.get(f"{extra.upper()}_DATABASE_URL"):  # a worker subprocess: the parent's
+        DATABASES[extra] = env.db(f"{extra.upper()}_DATABASE_URL")
+        if VENDOR == "sqlite":
+            DATABASES[extra]["OPTIONS"] = SQLITE_OPTIONS
+    elif VENDOR == "sqlite":
+        DATABASES[extra] = _sqlite(extra)
+    else:
+        DATABASES[extra] = {
+            **DATABASES["default"],
+            "NAME": DATABASES["default"]["NAME"] + f"_{extra}",
+            "TEST": {"NAME": "test_" + DATABASES["default"]["NAME"] + f"_{extra}"},
+        }
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
@@ -72,8 +84,14 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
+if os.environ.get("SQLQUEUE_TEST_JOBS_DATABASE"):
+    # The queue's tables in the "jobs" database (docs/scaling.md), for worker subprocesses.
+    DATABASE_ROUTERS = ["tests.testapp.routers.JobsDatabaseRouter", *DATABASE_ROUTERS]
 # Worker subprocesses get their overrides as JSON in SQLQUEUE_TEST_SETTINGS.
-SQLQUEUE = {"RETRY_JITTER": 0.0, **json.loads(os.environ.get("SQLQUEUE_TEST_SETTINGS", "{}"))}
+SQLQUEUE = {"RETRY_JITTER": 0.0}
+if os.environ.get("SQLQUEUE_TEST_LISTEN_URL"):  # the pgbouncer pass: LISTEN around the pooler
+    SQLQUEUE["LISTEN_DATABASE"] = os.environ["SQLQUEUE_TEST_LISTEN_URL"]
+SQLQUEUE.update(json.loads(os.environ.get("SQLQUEUE_TEST_SETTINGS", "{}")))
 if os.environ.get("SQLQUEUE_TEST_START_A_THREAD"):
     # As a project whose settings start a thread (a metrics exporter, say): the worker's
     # supervisor must not fork then.

@@ -1,22 +1,24 @@
 """When the fetcher looks for jobs again: at once on a NOTIFY for one of its queues, an
 in-process enqueue, or a freed slot; otherwise after the poll interval (+/-20% jitter, so that
 many workers do not poll in lockstep). Polling always stays on: a notification is only a hint.
+
+After a NOTIFY the fetcher also looks once more, ``notify.follow_up_seconds()`` later: a process
+enqueueing fast sends only some of its notifications (notify.py), and the jobs it enqueued just
+after one it sent are found by this second look instead of the next poll.
 """
 
 import logging
 import random
 import threading
+import time
 
 from django.db import connections
 
-from .. import sql
-from ..notify import CANCEL_CHANNEL, CHANNEL, subscribe_in_process
+from .. import listening, sql
+from ..notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)
-
-# Keys of a Django PostgreSQL OPTIONS dict that are Django's, not libpq connection parameters.
-_DJANGO_ONLY_OPTIONS = {"isolation_level", "server_side_binding", "pool", "assume_role"}
 
 
 class Wakeup:
@@ -28,16 +30,30 @@ class Wakeup:
         self.poll_interval = poll_interval
         self.event = threading.Event()
         self.use_notify = use_notify and connections[alias].vendor == "postgresql"
+        self.no_listen_reason = None  # why NOTIFY is on but this worker polls
+        self.listen_params = listening.listen_params(alias) if self.use_notify else None
+        if self.use_notify and self.listen_params is None:
+            self.use_notify = False
+            self.no_listen_reason = listening.polling_reason(alias)
         self._stopping = threading.Event()
         self._listen_connection = None
+        self.follow_up_seconds = follow_up_seconds() if self.use_notify else None
+        self._follow_up_at = None  # monotonic time of the look due after a NOTIFY, if any
         subscribe_in_process(self.event)
 
     @property
     def mode(self) -> str:
         polling = f"polling every {self.poll_interval:g}s"
-        return f"LISTEN/NOTIFY + {polling}" if self.use_notify else f"in-process + {polling}"
+        if self.use_notify:
+            return f"LISTEN/NOTIFY + {polling}"
+        if self.no_listen_reason:
+            return f"in-process + {polling} (no LISTEN: {self.no_listen_reason})"
+        return f"in-process + {polling}"
 
     def start(self):
+        if self.no_listen_reason:
+            logger.warning("polling only, every %gs: %s", self.poll_interval,
+                           self.no_listen_reason)
         if self.use_notify:
             threading.Thread(target=self._listen, name="sqlqueue-listen", daemon=True).start()
 
@@ -51,8 +67,14 @@ class Wakeup:
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%).
         True if woken."""
-        woken = self.event.wait(self.next_poll() if timeout is None else timeout)
+        if timeout is None:
+            timeout = self.next_poll()
+            if self._follow_up_at is not None:
+                timeout = max(0.0, min(timeout, self._follow_up_at - time.monotonic()))
+        woken = self.event.wait(timeout)
         self.event.clear()
+        if self._follow_up_at is not None and time.monotonic() >= self._follow_up_at:
+            self._follow_up_at = None  # the claim after this wait is the second look
         return woken
 
     def next_poll(self, rand=random.uniform) -> float:
@@ -66,7 +88,7 @@ class Wakeup:
         backoff = Backoff(maximum=30.0)
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(**self._connect_kwargs(), autocommit=True) as conn:
+                with psycopg.connect(**self.listen_params, autocommit=True) as conn:
                     conn.execute(sql.listen(CHANNEL))
                     conn.execute(sql.listen(CANCEL_CHANNEL))
                     backoff.reset()
@@ -91,19 +113,7 @@ class Wakeup:
         for a queue this worker serves. Returns whether it woke it."""
         wanted = self.queues is None or bool(self.queues.intersection(payload.split(",")))
         if wanted:
+            if self.follow_up_seconds is not None:
+                self._follow_up_at = time.monotonic() + self.follow_up_seconds
             self.event.set()
         return wanted
-
-    def _connect_kwargs(self) -> dict:
-        settings = connections[self.alias].settings_dict
-        kwargs = {
-            "dbname": settings.get("NAME") or "postgres",
-            "user": settings.get("USER") or None,
-            "password": settings.get("PASSWORD") or None,
-            "host": settings.get("HOST") or None,
-            "port": settings.get("PORT") or None,
-        }
-        for key, value in (settings.get("OPTIONS") or {}).items():
-            if key not in _DJANGO_ONLY_OPTIONS:
-                kwargs[key] = value
-        return {k: v for k, v in kwargs.items() if v is not None}

@@ -1,5 +1,6 @@
 """Scenarios 2 and 3: the database goes away under a working fleet, by ``pg_ctl restart -m fast``
-or by ``pg_terminate_backend`` of every worker connection (LISTEN connections included). Every job
+or by ``pg_terminate_backend`` of every worker connection (LISTEN connections included); in the
+pgbouncer pass, PgBouncer restarts too. Every job
 still ends succeeded, none is lost, no worker exits, and every job that ran twice did so because
 the queue recorded its earlier attempt as failed by the outage (see ledger.py)."""
 
@@ -43,10 +44,7 @@ def _finish(fleet, jobs, started):
     return seconds
 
 
-def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
-                                                            reliability):
-    if pg_cluster is None:
-        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+def _restarts_under_load(start_worker, restart, reliability, scenario):
     jobs = _enqueue(JOBS)
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
@@ -55,18 +53,36 @@ def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clu
         # Spread over the run: after 25% and 60% of the jobs in CI.
         target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
         fleet.wait_for(lambda t=target: _succeeded() >= t, what=f"progress before restart {n + 1}")
-        pg_cluster.restart(mode="fast")
+        restart()
         connections.close_all()
     assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
     seconds = _finish(fleet, jobs, started)
     codes = fleet.stop()
 
     result = tally()
-    reliability("restarts", workers=len(CONCURRENCIES), restarts=restarts,
+    reliability(scenario, workers=len(CONCURRENCIES), restarts=restarts,
                 worker_exits=0, **result.figures(), seconds=seconds)
     result.assert_clean()
     assert codes == [0] * len(codes), fleet.output()[-5000:]
     assert "database unavailable" in fleet.output()
+
+
+def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
+                                                            reliability):
+    if pg_cluster is None:
+        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+    _restarts_under_load(start_worker, lambda: pg_cluster.restart(mode="fast"), reliability,
+                         "restarts")
+
+
+def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
+                                                           reliability):
+    """The pgbouncer pass: the pooler, not PostgreSQL, goes away under the fleet (SIGTERM drops
+    every client and server connection at once) and comes back on the same port."""
+    if pg_cluster is None or pg_cluster.pgbouncer is None:
+        pytest.skip("runs in the pgbouncer pass (SQLQUEUE_TEST_DATABASE=pgbouncer)")
+    _restarts_under_load(start_worker, pg_cluster.pgbouncer.restart, reliability,
+                         "pgbouncer restarts")
 
 
 def _terminate_worker_connections() -> int:

@@ -3,10 +3,11 @@ per transaction, never for rolled-back work."""
 
 import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.notify import CHANNEL
+from tests.conftest import direct_connect_kwargs
 from tests.testapp.tasks import add, send_email
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
@@ -14,9 +15,7 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def listener():
-    params = connection.settings_dict
-    conn = psycopg.connect(dbname=params["NAME"], user=params["USER"], host=params["HOST"],
-                           port=params["PORT"], autocommit=True)
+    conn = psycopg.connect(**direct_connect_kwargs(), autocommit=True)
     conn.execute(f'LISTEN "{CHANNEL}"')
     yield lambda: [n.payload for n in conn.notifies(timeout=0.5)]
     conn.close()
@@ -72,3 +71,30 @@ def test_notify_can_be_turned_off(listener, settings):
     settings.SQLQUEUE = {"NOTIFY": True}  # the next enqueue sees the change
     add.enqueue(1, 2)
     assert listener() == ["default"]
+
+
+@pytest.fixture
+def fresh_limiter(monkeypatch):
+    """A new per-process notification limiter: earlier tests' enqueues spent no tokens."""
+    from django_sqlqueue import notify
+
+    monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter())
+
+
+def test_a_process_enqueueing_fast_notifies_a_burst_then_a_few_times_a_second(
+    listener, settings, fresh_limiter
+):
+    settings.SQLQUEUE = {"NOTIFY_PER_SECOND": 2}
+    for n in range(20):
+        add.enqueue(n, n)  # 20 transactions in well under a second
+    send_email.enqueue("a@example.com")  # another queue has its own budget
+    heard = listener()
+    assert heard.count("default") in (5, 6)  # the burst, and at most one refilled token
+    assert heard.count("emails") == 1
+
+
+def test_without_a_limit_every_transaction_notifies(listener, settings, fresh_limiter):
+    settings.SQLQUEUE = {"NOTIFY_PER_SECOND": None}
+    for n in range(20):
+        add.enqueue(n, n)
+    assert listener() == ["default"] * 20

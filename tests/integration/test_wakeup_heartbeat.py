@@ -25,6 +25,18 @@ def test_a_notification_wakes_only_a_worker_of_its_queues():
     assert every.next_poll(rand=lambda low, high: high) == pytest.approx(72)  # +20% at most
 
 
+def test_after_a_notify_the_worker_looks_once_more_a_moment_later():
+    # A job whose NOTIFY the enqueueing process held back (notify.NotifyLimiter) is found by
+    # this second look, not by the next poll a minute later.
+    wakeup = Wakeup(alias="default", queues=None, poll_interval=60, use_notify=False)
+    wakeup.follow_up_seconds = 0.2
+    assert wakeup.notified("default") and wakeup.wait() is True  # at once
+    started = time.monotonic()
+    assert wakeup.wait() is False  # the second look: a timeout, not a wake-up
+    assert 0.15 <= time.monotonic() - started < 10  # not the minute-long poll
+    assert wakeup._follow_up_at is None  # once per notification
+
+
 def test_a_beat_fails_the_jobs_past_their_timeout_and_renews_the_others():
     timed_out = []
     pool = Pool(2, alias="default", default_timeout=None, on_slot_free=lambda: None)

@@ -8,6 +8,7 @@ from django.db import connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
+from tests.conftest import direct_connect_kwargs
 from tests.process.conftest import wait_for
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, sleep_for
@@ -116,5 +117,33 @@ def test_async_jobs_use_a_fresh_connection_after_a_restart(start_worker, pg_clus
     wait_for(lambda: Job.objects.get(pk=second.pk).status == JobStatus.SUCCEEDED,
              what="the async job after the restart", worker=worker, timeout=60)
     assert Job.objects.get(pk=second.pk).attempts == 1, Job.objects.get(pk=second.pk).errors
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll(
+    start_worker, settings, monkeypatch
+):
+    import psycopg
+
+    from django_sqlqueue import notify
+
+    monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter(burst=1))
+    limits = {"POLL_INTERVAL_SECONDS": 120.0, "NOTIFY_PER_SECOND": 0.2}  # second look: 10 s
+    settings.SQLQUEUE = limits  # this process enqueues with the same limit
+    listener = psycopg.connect(**direct_connect_kwargs(), autocommit=True)
+    listener.execute(f'LISTEN "{notify.CHANNEL}"')
+    worker = start_worker(settings=limits)
+    wait_for(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
+    time.sleep(1.5)  # idle, its next poll two minutes away
+    first = add.enqueue(1, 1)  # the bucket's one token: NOTIFY
+    wait_for(lambda: _all_succeeded(1), timeout=4, what="the notified job", worker=worker)
+    held_back = add.enqueue(2, 2)  # no token again for 5 s: no NOTIFY
+    assert [n.payload for n in listener.notifies(timeout=0.5)] == ["default"]
+    listener.close()
+    wait_for(lambda: _all_succeeded(2), timeout=60, what="the held-back job", worker=worker)
+    held_back.refresh_from_db()
+    first.refresh_from_db()
+    assert (held_back.claimed_at - first.enqueued_at).total_seconds() < 60  # not the poll
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
