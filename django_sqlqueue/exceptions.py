@@ -43,6 +43,10 @@ class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters."""
 
 
+class InvalidConcurrencyKey(InvalidJob):
+    """The concurrency key is not a non-empty string of at most 255 characters."""
+
+
 class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     """A periodic schedule (``@schedule``) has an invalid cron expression, interval, time zone,
     missed-tick policy, name or arguments."""
@@ -61,3 +65,7 @@ class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
 
 class Abort(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: this job can never succeed; record the reason and do not retry."""
+
+
+class InvalidQueueLimit(ValueError):
+    """A queue limit is not a whole number of 0 or more, or a rate period is not above 0."""

@@ -91,6 +91,75 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
     )
 
 
+# ---- the claim of paused and limited queues (queue_limits.py) ------------------------------
+# Only a worker that finds a queue paused or limited in the Queue table runs these; the claim of
+# every other queue is ready_ids + claim_jobs, one statement.
+
+def ready_queues(model, connection) -> str:
+    """SELECT the distinct queue names of ready rows, in name order, up to a limit (parameter);
+    returns the SQL text. A skip scan: one probe of ``sqlqueue_job_ready`` per queue, however
+    many rows each holds, where ``SELECT DISTINCT`` would read every ready row. Due or not
+    (a queue found with only later jobs costs its claim one empty probe)."""
+    return _ready_distinct(model, connection, "queue", "")
+
+
+def ready_keys(model, connection) -> str:
+    """SELECT the distinct concurrency keys of one queue's ready rows, in key order, up to a
+    limit; returns the SQL text. Parameters: the queue, the queue again, the limit. A skip scan
+    of ``sqlqueue_job_ready_by_key``: one probe per key, so a key with a backlog of 100,000 jobs
+    costs what a key with one costs."""
+    quote = connection.ops.quote_name
+    queue = f"{quote(model._meta.get_field('queue').column)} = %s AND "
+    return _ready_distinct(model, connection, "concurrency_key", queue)
+
+
+def _ready_distinct(model, connection, field: str, queue: str) -> str:
+    """The recursive skip scan of ready_queues and ready_keys: each step finds the smallest
+    value above the previous one (``queue`` is the text of a leading condition, or "")."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    column = quote(model._meta.get_field(field).column)
+    statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
+    status = quote(model._meta.get_field("status").column)
+    probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
+             f"WHERE {queue}{status} IN ({statuses}) AND {column} ")
+    return (
+        f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
+        f"SELECT ({probe}IS NOT NULL ORDER BY {column} LIMIT 1) "
+        f"UNION ALL SELECT ({probe}> found.value ORDER BY {column} LIMIT 1) "
+        f"FROM found WHERE found.value IS NOT NULL) "
+        f"SELECT value FROM found WHERE value IS NOT NULL LIMIT %s"
+    )
+
+
+def ready_ids_by_key(model, connection, *, keyed: int, unkeyed: bool) -> str:
+    """SELECT (id, concurrency key, priority, run_at) of one queue's ready rows: the first few
+    of each of ``keyed`` keys, and with ``unkeyed`` of the rows without a key, each in claim
+    order; returns the SQL text. The caller merges them in claim order.
+
+    Parameters, per part (the unkeyed one first): now, now, the queue, (the key,) how many.
+    Each part walks its own range of ``sqlqueue_job_ready_by_key`` and stops after "how many"
+    rows, so the rows of keys left out (those at their limit) are never read. A ``UNION ALL``
+    of subqueries, which PostgreSQL and SQLite both run (SQLite allows 500 parts).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    col = {name: quote(model._meta.get_field(name).column) for name in
+           ("id", "status", "run_at", "expires_at", "queue", "priority", "concurrency_key")}
+    statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
+    columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
+    part = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
+            f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
+            f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
+            f"AND {col['queue']} = %s AND {col['concurrency_key']} ")
+    order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s"
+    parts = [f"{part}IS NULL{order}"] if unkeyed else []
+    parts += [f"{part}= %s{order}"] * keyed
+    return " UNION ALL ".join(
+        f"SELECT * FROM ({text}) AS part{number}"  # noqa: S608 - names only
+        for number, text in enumerate(parts))
+
+
 #: How ``claim_jobs`` sets a column: from a parameter, to the database's "now", or to "now"
 #: plus the seconds of a parameter.
 PARAM, NOW, NOW_PLUS = "param", "now", "now plus"

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from .conf import QUEUE_NAME_RE
 from .exceptions import (
+    InvalidConcurrencyKey,
     InvalidPayload,
     InvalidPriority,
     InvalidQueueName,
@@ -212,5 +213,16 @@ def unique_key(value):
         raise InvalidUniqueKey(
             f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX_LENGTH} "
             f"characters, not {value!r}."
+        )
+    return value
+
+
+def concurrency_key(value):
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > UNIQUE_KEY_MAX_LENGTH:
+        raise InvalidConcurrencyKey(
+            f"concurrency_key must be a non-empty string of at most {UNIQUE_KEY_MAX_LENGTH} "
+            f"characters (e.g. f\"customer-{{customer.pk}}\"), not {value!r}."
         )
     return value

@@ -133,7 +133,11 @@ SQL_ASSEMBLY = {
                "message", "entry", "at",
                # the INSERT of new jobs (moved from inserting.py): names and column types
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
-               "select", "clock_from", "succeeded", "local"},
+               "select", "clock_from", "succeeded", "local",
+               # Issue 16, the claim of limited queues: a quoted column and the status column
+               # (column, status), the text of a probe or a part built of those (probe, text),
+               # and the part's number in a UNION ALL (an int from enumerate).
+               "column", "status", "probe", "text", "number"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
