@@ -89,3 +89,21 @@ def tick_seen(label=""):
     """Return the schedule and tick the job was enqueued for (current_job().schedule_*)."""
     job = current_job()
     return {"schedule": job.schedule_name, "tick": job.schedule_tick.isoformat(), "label": label}
+
+
+@job(name="tests.timed")
+def timed(seconds, tag=""):
+    """Record this run's own start and end (tests/process/test_limits_race.py): a Run row
+    written when it starts and finished when it ends, around ``seconds`` of sleep."""
+    import os
+    import time
+
+    from django.utils import timezone
+
+    from .models import Run
+
+    job = current_job()
+    run = Run.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
+                             pid=os.getpid(), key=tag, started_at=timezone.now())
+    time.sleep(seconds)
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
