@@ -67,5 +67,5 @@ class Abort(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: this job can never succeed; record the reason and do not retry."""
 
 
-class InvalidQueueLimit(ValueError):
+class InvalidQueueLimit(SQLQueueError, ValueError):
     """A queue limit is not a whole number of 0 or more, or a rate period is not above 0."""
