@@ -6,7 +6,8 @@ meaning jobs that ended ``exhausted`` in that minute. A failed attempt that will
 no finished_at (its error is only an entry in the job's ``errors``), and reading every job's
 errors to count those would be far too expensive; the page says so under the chart.
 
-Queries: two for ``Job.objects.stats()``, one for throughput, one for the workers.
+Queries: two for ``Job.objects.stats()``, one for throughput, one for the workers, and those of
+``queue_control.states`` (pauses, limits, and what waiting jobs wait for).
 """
 
 import datetime as dt
@@ -19,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import queue_control
 from ..conf import get_settings
 from ..models import Job, Worker
 from ..statuses import JobStatus
@@ -42,6 +44,10 @@ class QueueCard:
     bars: list = field(default_factory=list)  # (label, count, colour, width %, list url)
     chart: str = ""
     list_url: str = ""
+    # From the Queue table (queue_control.states): paused, limits, what the ready jobs wait for.
+    paused: bool = False
+    limits: str = "none"
+    waiting_on: list = field(default_factory=list)
 
     @property
     def waiting(self) -> int:
@@ -94,8 +100,9 @@ def build(list_url: str, now=None) -> dict:
     workers = list(Worker.objects.all())
     states = {worker.pk: heartbeat_state(worker, now) for worker in workers}
     live = [w for w in workers if states[w.pk] != DEAD]
+    controls = {state.name: state for state in queue_control.states(now=now)}
     cards = []
-    for name in sorted(set(stats) | set(per_queue)):
+    for name in sorted(set(stats) | set(per_queue) | set(controls)):
         queue_stats = stats.get(name)
         card = QueueCard(
             name=name,
@@ -105,6 +112,11 @@ def build(list_url: str, now=None) -> dict:
             workers=sum(1 for w in live if serves(w, name)),
             list_url=f"{list_url}?{urlencode({'queue': name})}",
         )
+        state = controls.get(name)
+        if state is not None:
+            card.paused, card.limits = state.paused, state.limits
+            card.waiting_on = [*state.waiting_on, *(
+                f"key {key}: {reason}" for key, reason in sorted(state.keys_at_limit.items()))]
         card.bars = status_bars(card.counts, list_url, name)
         card.chart = throughput_svg(card.buckets, start, label=f"Throughput of queue {name}")
         cards.append(card)
@@ -131,6 +143,7 @@ def build(list_url: str, now=None) -> dict:
         "workers_live": len(live),
         "workers_dead": len(workers) - len(live),
         "unserved": [c.name for c in cards if c.unserved],
+        "paused": [c.name for c in cards if c.paused],
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": now,
     }
