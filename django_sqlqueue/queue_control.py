@@ -102,13 +102,16 @@ class QueueState:
     keys_at_limit: dict = field(default_factory=dict)
 
 
-def states(*, using=None, now=None) -> list:
-    """The state of every queue that has ready or running jobs or a Queue row."""
+def states(*, using=None, now=None, running=None, ready=None) -> list:
+    """The state of every queue that has ready or running jobs or a Queue row. ``running`` and
+    ``ready`` ({queue: count}), when the caller has counted them already, save two queries."""
     alias = _alias(using)
     now = now or timezone.now()
     jobs = Job.objects.using(alias)
-    running = dict(jobs.running().values_list("queue").annotate(n=Count("pk")).order_by())
-    ready = dict(jobs.ready(now).values_list("queue").annotate(n=Count("pk")).order_by())
+    if running is None:
+        running = dict(jobs.running().values_list("queue").annotate(n=Count("pk")).order_by())
+    if ready is None:
+        ready = dict(jobs.ready(now).values_list("queue").annotate(n=Count("pk")).order_by())
     rows = {row.name: row for row in Queue.objects.using(alias)}
     result = []
     for name in sorted(set(running) | set(ready) | set(rows)):

@@ -100,7 +100,11 @@ def build(list_url: str, now=None) -> dict:
     workers = list(Worker.objects.all())
     states = {worker.pk: heartbeat_state(worker, now) for worker in workers}
     live = [w for w in workers if states[w.pk] != DEAD]
-    controls = {state.name: state for state in queue_control.states(now=now)}
+    # Running and waiting as counted above: the states add the Queue rows' query (and, for
+    # queues with limits, what their waiting jobs wait on).
+    controls = {state.name: state for state in queue_control.states(
+        now=now, running={name: s.counts.get(JobStatus.RUNNING, 0) for name, s in stats.items()},
+        ready={name: s.waiting for name, s in stats.items()})}
     cards = []
     for name in sorted(set(stats) | set(per_queue) | set(controls)):
         queue_stats = stats.get(name)

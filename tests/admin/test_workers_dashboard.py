@@ -143,7 +143,8 @@ def test_dashboard_with_no_jobs(admin_client):
 
 
 def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries):
-    with django_assert_max_num_queries(6):  # session, user, stats (2), throughput, workers
+    # session, user, stats (2), throughput, workers, queue rows (pauses and limits)
+    with django_assert_max_num_queries(7):
         admin_client.get(DASHBOARD)
 
 
