@@ -463,6 +463,15 @@ def run(system: System, sizes: dict, scenarios: list) -> dict:
                     runner._size("drain"), sizes["processes"], sizes["drain_cap_s"],
                     label="drain_queue", queue="default",
                 )
+            elif scenario == "drain_keyed":  # django-sqlqueue: the drain, a per-key limit in force
+                keys, key_limit = sizes.get("drain_keys", 100), sizes.get("drain_key_limit", 2)
+                system.limit_keys(keys, key_limit)
+                try:
+                    out["drain_keyed"] = {**runner.drain(
+                        runner._size("drain"), sizes["processes"], sizes["drain_cap_s"],
+                        label="drain_keyed"), "keys": keys, "key_limit": key_limit}
+                finally:
+                    system.limit_keys(None, None)
             elif scenario == "memory":
                 out["memory"] = runner.drain(
                     runner._size("memory"), 1, sizes["memory_cap_s"], label="memory",
