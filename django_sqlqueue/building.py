@@ -69,7 +69,7 @@ def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = Non
         else validation.seconds(timeout, "timeout", allow_zero=False),
         # A task's own key (its jobs share the per-key limits of their queue); an enqueue may
         # give another.
-        "concurrency_key": validation.concurrency_key(options.get("concurrency_key")),
+        "concurrency_key": validation.concurrency_key(options.get("concurrency_key")) or "",
     }
     # max_age counts from the moment the job is due, so a job scheduled for tomorrow with
     # max_age=1h may start until one hour after its run_at.
@@ -90,7 +90,7 @@ def prepare_job(model, task, args, kwargs, options=None):
         unique_key=merged.get("unique_key"),
     )
     if options and "concurrency_key" in options:
-        fields["concurrency_key"] = validation.concurrency_key(options["concurrency_key"])
+        fields["concurrency_key"] = validation.concurrency_key(options["concurrency_key"]) or ""
     return build_job(model, fields)
 
 

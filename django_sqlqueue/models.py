@@ -63,8 +63,11 @@ class Job(models.Model):
     errors = models.JSONField(db_default=models.Value("[]"))
     # NULL, not "", means "no key": the partial unique index skips NULLs.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    # Jobs sharing a key count against the per-key limits of their queue (Queue). NULL: no key.
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # Jobs sharing a key count against the per-key limits of their queue (Queue). "" is no key,
+    # not NULL: the claim reads the jobs without a key in claim order from the same index as a
+    # key's (sqlqueue_job_ready_by_key); PostgreSQL keeps an index's order after "= ''", not
+    # after "IS NULL" (it sorted every unkeyed ready row of the queue).
+    concurrency_key = models.CharField(max_length=255, blank=True, db_default="")
 
     objects = JobQuerySet.as_manager()
 

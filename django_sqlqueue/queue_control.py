@@ -135,7 +135,7 @@ def _describe(state, row, jobs, now):
         state.waiting_on.append(
             f"rate limit ({row.rate_limit} starts in {row.rate_period_seconds:g} s)")
     if row.key_concurrency_limit is not None:
-        per_key = (jobs.running().filter(queue=row.name, concurrency_key__isnull=False)
+        per_key = (jobs.running().filter(queue=row.name).exclude(concurrency_key="")
                    .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
         for key, count in per_key:
             if count >= row.key_concurrency_limit:

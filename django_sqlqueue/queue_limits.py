@@ -128,14 +128,14 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
         ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
         picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
         jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, clock)
-        if jobs and (row.rate_limit is not None or row.key_rate_limit is not None):
+        if row.rate_limit is not None or row.key_rate_limit is not None:
             at = clock.timestamp()
             for job in jobs:
                 if row.rate_limit is not None:
                     starts.setdefault("", []).append(at)
-                if row.key_rate_limit is not None and job.concurrency_key is not None:
+                if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
-        queue_model.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
+            queue_model.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
     return jobs
 
 

@@ -104,18 +104,19 @@ def ready_queues(model, connection) -> str:
 
 
 def ready_keys(model, connection) -> str:
-    """SELECT the distinct concurrency keys of one queue's ready rows, in key order, up to a
-    limit; returns the SQL text. Parameters: the queue, the queue again, the limit. A skip scan
-    of ``sqlqueue_job_ready_by_key``: one probe per key, so a key with a backlog of 100,000 jobs
-    costs what a key with one costs."""
+    """SELECT the distinct concurrency keys (not "", no key) of one queue's ready rows, in key
+    order, up to a limit; returns the SQL text. Parameters: the queue, the queue again, the
+    limit. A skip scan of ``sqlqueue_job_ready_by_key``: one probe per key, so a key with a
+    backlog of 100,000 jobs costs what a key with one costs."""
     quote = connection.ops.quote_name
     queue = f"{quote(model._meta.get_field('queue').column)} = %s AND "
-    return _ready_distinct(model, connection, "concurrency_key", queue)
+    return _ready_distinct(model, connection, "concurrency_key", queue, after="''")
 
 
-def _ready_distinct(model, connection, field: str, queue: str) -> str:
+def _ready_distinct(model, connection, field: str, queue: str, after="") -> str:
     """The recursive skip scan of ready_queues and ready_keys: each step finds the smallest
-    value above the previous one (``queue`` is the text of a leading condition, or "")."""
+    value above the previous one (``queue`` is the text of a leading condition, or ""; the
+    first value is above ``after``, SQL text of a constant, or any non-NULL one)."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     column = quote(model._meta.get_field(field).column)
@@ -123,9 +124,10 @@ def _ready_distinct(model, connection, field: str, queue: str) -> str:
     status = quote(model._meta.get_field("status").column)
     probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
              f"WHERE {queue}{status} IN ({statuses}) AND {column} ")
+    first = f"> {after}" if after else "IS NOT NULL"
     return (
         f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
-        f"SELECT ({probe}IS NOT NULL ORDER BY {column} LIMIT 1) "
+        f"SELECT ({probe}{first} ORDER BY {column} LIMIT 1) "
         f"UNION ALL SELECT ({probe}> found.value ORDER BY {column} LIMIT 1) "
         f"FROM found WHERE found.value IS NOT NULL) "
         f"SELECT value FROM found WHERE value IS NOT NULL LIMIT %s"
@@ -134,7 +136,7 @@ def _ready_distinct(model, connection, field: str, queue: str) -> str:
 
 def ready_ids_by_key(model, connection, *, keyed: int, unkeyed: bool) -> str:
     """SELECT (id, concurrency key, priority, run_at) of one queue's ready rows: the first few
-    of each of ``keyed`` keys, and with ``unkeyed`` of the rows without a key, each in claim
+    of each of ``keyed`` keys, and with ``unkeyed`` of the rows without a key (""), each in claim
     order; returns the SQL text. The caller merges them in claim order.
 
     Parameters, per part (the unkeyed one first): now, now, the queue, (the key,) how many.
@@ -153,7 +155,7 @@ def ready_ids_by_key(model, connection, *, keyed: int, unkeyed: bool) -> str:
             f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
             f"AND {col['queue']} = %s AND {col['concurrency_key']} ")
     order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s"
-    parts = [f"{part}IS NULL{order}"] if unkeyed else []
+    parts = [f"{part}= ''{order}"] if unkeyed else []
     parts += [f"{part}= %s{order}"] * keyed
     return " UNION ALL ".join(
         f"SELECT * FROM ({text}) AS part{number}"  # noqa: S608 - names only

@@ -218,6 +218,7 @@ def unique_key(value):
 
 
 def concurrency_key(value):
+    """A key, or None for none (stored as "")."""
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > UNIQUE_KEY_MAX_LENGTH:

@@ -137,7 +137,9 @@ SQL_ASSEMBLY = {
                # Issue 16, the claim of limited queues: a quoted column and the status column
                # (column, status), the text of a probe or a part built of those (probe, text),
                # and the part's number in a UNION ALL (an int from enumerate).
-               "column", "status", "probe", "text", "number"},
+               "column", "status", "probe", "text", "number",
+               # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py)
+               "first"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 

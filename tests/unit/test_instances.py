@@ -27,7 +27,7 @@ def values():
         "enqueued_at": now, "run_at": now, "expires_at": None, "timeout_seconds": None,
         "claimed_at": now, "finished_at": None, "claimed_by": "w", "claim_token": uuid.uuid4(),
         "lease_expires_at": now + dt.timedelta(seconds=30), "result": None, "errors": [],
-        "unique_key": None, "concurrency_key": None,
+        "unique_key": None, "concurrency_key": "",
     }
 
 
