@@ -116,8 +116,9 @@ class JobQuerySet(models.QuerySet):
 
         ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
         (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
-        ``unique_key``, ``retry_backoff`` / ``retry_min_delay`` / ``retry_max_delay`` /
-        ``retry_jitter``, and ``using`` (database alias; default: the router's choice for Job).
+        ``unique_key``, ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
+        ``retry_min_delay`` / ``retry_max_delay`` / ``retry_jitter``, and ``using`` (database
+        alias; default: the router's choice for Job).
 
         With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
         job is returned instead.

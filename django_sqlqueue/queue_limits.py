@@ -178,17 +178,14 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     with connection.cursor() as cursor:
         cursor.execute(sql.ready_keys(model, connection), [row.name, row.name, KEYS_PER_CLAIM])
         keys = [key for key, in cursor.fetchall()]
-    key_room = {}
+    wanted = {"": room}  # the jobs without a key
     for key in keys:
         left = _room(room, row.key_concurrency_limit, running.get(key, 0),
                      row.key_rate_limit, len(starts.get(key, ())))
         if left > 0:
-            key_room[key] = left
+            wanted[key] = left
     db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
-    params = [db_clock, db_clock, row.name, room]
-    for key, left in key_room.items():
-        params += [db_clock, db_clock, row.name, key, left]
-    statement = sql.ready_ids_by_key(model, connection, keyed=len(key_room), unkeyed=True)
+    statement, params = sql.ready_ids_by_key(model, connection, row.name, wanted, db_clock)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         candidates = cursor.fetchall()

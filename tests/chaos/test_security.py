@@ -138,8 +138,9 @@ SQL_ASSEMBLY = {
                # (column, status), the text of a probe or a part built of those (probe, text),
                # and the part's number in a UNION ALL (an int from enumerate).
                "column", "status", "probe", "text", "number",
-               # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py)
-               "first"},
+               # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py),
+               # and ORDER BY of quoted columns (order)
+               "first", "order"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
