@@ -154,14 +154,21 @@ def ready_ids_by_key(model, connection, queue: str, wanted: dict, now):
     rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
             f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
             f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
-            f"AND {col['queue']} = %s AND {col['concurrency_key']} = ")
+            f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
     order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
     if connection.vendor == "postgresql":
+        # The key as a range of one value, and sorted by first: with "= wanted.k" the key's
+        # order is implied, sqlqueue_job_ready serves the same order, and PostgreSQL sometimes
+        # walked that one, filtering out a key's 100,000 rows to find another's. Only
+        # sqlqueue_job_ready_by_key gives this order without a sort.
+        key_range = (f">= wanted.k AND {col['concurrency_key']} <= wanted.k ORDER BY "
+                     f"{col['concurrency_key']}, {col['priority']} DESC, {col['run_at']}, "
+                     f"{col['id']} LIMIT wanted.n")
         return (
             f"SELECT part.* FROM unnest(%s::text[], %s::int[]) AS wanted(k, n) "  # noqa: S608
-            f"CROSS JOIN LATERAL ({rows}wanted.k{order}wanted.n) AS part",
+            f"CROSS JOIN LATERAL ({rows}{key_range}) AS part",
             [list(wanted), list(wanted.values()), now, now, queue])
-    parts = [f"SELECT * FROM ({rows}%s{order}%s) AS part{number}"  # noqa: S608 - names only
+    parts = [f"SELECT * FROM ({rows}= %s{order}%s) AS part{number}"  # noqa: S608 - names only
              for number in range(len(wanted))]
     params = [value for key, count in wanted.items() for value in (now, now, queue, key, count)]
     return " UNION ALL ".join(parts), params

@@ -139,8 +139,8 @@ SQL_ASSEMBLY = {
                # and the part's number in a UNION ALL (an int from enumerate).
                "column", "status", "probe", "text", "number",
                # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py),
-               # and ORDER BY of quoted columns (order)
-               "first", "order"},
+               # ORDER BY of quoted columns (order), a key's range of quoted columns (key_range)
+               "first", "order", "key_range"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
