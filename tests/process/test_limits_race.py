@@ -1,4 +1,5 @@
-"""Racing worker processes never exceed a queue's or a key's limit (issue 16).
+"""Racing worker processes never exceed a queue's or a key's limit, and a pause stops every
+worker within a poll interval (issue 16).
 
 Each job records its own start and end (tests.timed, a Run row). A job's run lies inside the
 span from its claim to its outcome, so if no claim ever exceeds a limit, no instant sees more
@@ -7,6 +8,7 @@ recorded (the rate limiter's own clock).
 """
 
 import datetime as dt
+import time
 from collections import Counter, defaultdict
 
 import pytest
@@ -108,3 +110,33 @@ def test_a_key_at_its_limit_does_not_starve_other_keys_or_queues(start_worker):
     assert len(hog_runs) == 40 and most_at_once(hog_runs) == 1
     # The others were done before the hog was half done (it needs 40 x 0.05 s one at a time).
     assert last_other < hog_runs[20].started_at
+
+
+def wait_for(condition, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_paused_queue_stops_every_worker_within_a_poll_interval(start_worker):
+    """Pausing while a job of the queue runs: it finishes; within one poll interval the workers
+    claim nothing more of the queue, and enqueueing goes on; resumed, its jobs run."""
+    poll = 0.5
+    workers = [start_worker("--concurrency", "2", "--poll-interval", str(poll), "--no-scheduler")
+               for _ in range(2)]
+    running = timed.using(queue="emails").enqueue(2, "first")
+    wait_for(lambda: Run.objects.filter(job_id=running.pk).exists())
+    queue_control.pause("emails", by="test")
+    time.sleep(poll + 0.5)  # every worker has read the pause by now
+    held = [timed.using(queue="emails").enqueue(0, "held") for _ in range(5)]
+    other = timed.using(queue="free").enqueue(0, "other")  # other queues keep flowing
+    wait_for(lambda: Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED)
+    wait_for(lambda: Job.objects.get(pk=running.pk).status == JobStatus.SUCCEEDED)
+    time.sleep(poll * 2)
+    assert not Run.objects.filter(key="held").exists()
+    assert set(Job.objects.filter(pk__in=[j.pk for j in held]).values_list("status", flat=True)
+               ) == {JobStatus.QUEUED}
+    queue_control.resume("emails")
+    wait_for(lambda: Run.objects.filter(key="held", finished_at__isnull=False).count() == 5)
+    assert all(worker.is_running() for worker in workers)
