@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from .exceptions import InvalidQueueLimit
 from .models import Job, Queue
-from .queue_limits import _recent_starts
+from .queue_limits import recent_starts
 from .statuses import READY_STATUSES
 from .validation import queue_name
 
@@ -128,7 +128,7 @@ def _describe(state, row, jobs, now):
     state.limits = row.describe_limits()
     if row.is_paused:
         state.waiting_on.append("paused")
-    starts = _recent_starts(row, now)
+    starts = recent_starts(row, now)
     if row.concurrency_limit is not None and state.running >= row.concurrency_limit:
         state.waiting_on.append(f"concurrency limit ({state.running} running)")
     if row.rate_limit is not None and len(starts.get("", ())) >= row.rate_limit:

@@ -111,7 +111,7 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
             return []  # paused, or its row deleted, since the controls were read
         row = rows.get()
         clock = now or row.last_claim_at
-        starts = _recent_starts(row, clock)
+        starts = recent_starts(row, clock)
         running = dict(
             model.objects.using(alias).filter(status=JobStatus.RUNNING, queue=name)
             .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
@@ -149,7 +149,7 @@ def _room(limit, concurrency_limit, running, rate_limit, recent) -> int:
     return room
 
 
-def _recent_starts(row, clock) -> dict:
+def recent_starts(row, clock) -> dict:
     """The row's start times still inside the rate period at ``clock``; keys without any are
     dropped (the row stays as small as the starts of one period)."""
     since = clock.timestamp() - row.rate_period_seconds
