@@ -3,9 +3,14 @@
 root), started with PostgreSQL's default durability settings instead of the test suite's fsync=off.
 """
 
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 from tests.postgres_cluster import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Only what a benchmark needs beyond the defaults: room for every worker's connections and a
 #: socket on loopback. fsync, synchronous_commit, full_page_writes and wal_sync_method stay at
@@ -51,3 +56,17 @@ class BenchCluster(Cluster):
         wanted = ", ".join(f"'{n}'" for n in names)
         rows = self.psql("postgres", f"SELECT name, setting FROM pg_settings WHERE name IN ({wanted})")  # noqa: S608, E501
         return dict(line.split("|", 1) for line in rows.splitlines())
+
+
+def django_on_fresh_database(cluster: "BenchCluster", dbname: str, settings_module: str) -> dict:
+    """Create ``dbname`` on ``cluster``, migrate it, and set Django up on it in this process;
+    returns the environment for the subprocesses (workers) that use it too."""
+    env = {**os.environ, "BENCH_SYSTEM": "sqlqueue", "BENCH_DSN": cluster.create_database(dbname),
+           "DJANGO_SETTINGS_MODULE": settings_module, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "django", "migrate", "--run-syncdb"], env=env,
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    os.environ.update({k: env[k] for k in ("BENCH_SYSTEM", "BENCH_DSN", "DJANGO_SETTINGS_MODULE")})
+    import django
+
+    django.setup()
+    return env

@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.pg import BenchCluster  # noqa: E402
+from benchmarks.pg import BenchCluster, django_on_fresh_database  # noqa: E402
 
 DB = "prune"
 DRIVER = "prune-bench-driver"  # this script's own connections, left out of the transaction poll
@@ -298,16 +298,7 @@ def main():
     try:
         cluster.start()
         cluster.wait_ready()
-        dsn = cluster.create_database(DB)
-        env = {**os.environ, "BENCH_SYSTEM": "sqlqueue", "BENCH_DSN": dsn,
-               "DJANGO_SETTINGS_MODULE": "benchmarks.prune_settings", "PYTHONPATH": str(ROOT)}
-        subprocess.run([sys.executable, "-m", "django", "migrate", "--run-syncdb"], env=env,
-                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        os.environ.update({k: env[k] for k in ("BENCH_SYSTEM", "BENCH_DSN",
-                                                 "DJANGO_SETTINGS_MODULE")})
-        import django
-
-        django.setup()
+        env = django_on_fresh_database(cluster, DB, "benchmarks.prune_settings")
         results, window = [], None
         for phase in args.phases.split(","):
             started = time.monotonic()

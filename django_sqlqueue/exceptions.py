@@ -52,6 +52,11 @@ class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     missed-tick policy, name or arguments."""
 
 
+class PrometheusClientMissing(SQLQueueError, ImportError):
+    """Metrics were asked for (``runworker --metrics-port``, the metrics view) but
+    prometheus_client is not installed: ``pip install 'django-sqlqueue[prometheus]'``."""
+
+
 class Reschedule(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a job function: run this job again later, without counting a failure."""
 

@@ -49,9 +49,15 @@ def report(job, outcome: Outcome, applied: bool) -> RunResult:
     else:
         kind = job.status
     log = logger.warning if kind in ("failed", "exhausted", "lost") else logger.info
-    error = f" error={type(outcome.error).__name__}" if outcome.error is not None else ""
+    error_type = type(outcome.error).__name__ if outcome.error is not None else None
+    duration_ms = round(outcome.duration_seconds * 1000, 1)
     log(
         "job finished task=%s id=%s attempt=%s outcome=%s duration_ms=%.1f%s",
-        job.task_name, job.pk, job.attempts, kind, outcome.duration_seconds * 1000, error,
+        job.task_name, job.pk, job.attempts, kind, duration_ms,
+        f" error={error_type}" if error_type else "",
+        # The keys of this line in runworker --log-format keyvalue/json (worker/log_format.py).
+        extra={"sqlqueue": {"event": "job.finished", "task": job.task_name, "job_id": job.pk,
+                            "queue": job.queue, "attempt": job.attempts, "outcome": kind,
+                            "duration_ms": duration_ms, "error": error_type}},
     )
     return RunResult(job=job, outcome=kind, duration_seconds=outcome.duration_seconds)

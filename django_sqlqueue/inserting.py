@@ -30,7 +30,7 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from . import notify, sql
+from . import metrics, notify, signals, sql, tracing
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
@@ -42,6 +42,17 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
     """
     if not jobs:
         return
+    with tracing.enqueue_span(jobs) as span:
+        _insert(jobs, alias, batch_size)
+        tracing.enqueued(span, jobs)
+    sender = type(jobs[0])
+    if signals.has_receivers(signals.job_enqueued, sender):
+        for job in jobs:
+            if signals.is_job_function(job):
+                signals.send(signals.job_enqueued, sender, job=job)
+
+
+def _insert(jobs: list, alias: str, batch_size: int) -> None:
     connection = connections[alias]
     if connection.vendor != "postgresql":
         _bulk_create(jobs, alias, batch_size)
@@ -72,6 +83,9 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
         for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
             _set_pks(batch, rows, alias)
     notify.wake_in_process_after_commit(alias)
+    if metrics.recording():
+        # Counted at commit: a rolled-back enqueue never happened.
+        transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
 
 
 def _pipeline(connection, statements: int):

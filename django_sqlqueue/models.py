@@ -68,6 +68,9 @@ class Job(models.Model):
     # key's (sqlqueue_job_ready_by_key); PostgreSQL keeps an index's order after "= ''", not
     # after "IS NULL" (it sorted every unkeyed ready row of the queue).
     concurrency_key = models.CharField(max_length=255, blank=True, db_default="")
+    # The OpenTelemetry context of the enqueue ({"traceparent": ...}), which the run's span links
+    # to (tracing.py); NULL without tracing, or in rows inserted by hand.
+    trace_context = models.JSONField(null=True, blank=True, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -118,6 +121,16 @@ class Job(models.Model):
                 fields=["expires_at"],
                 name="sqlqueue_job_expiring",
                 condition=Q(status__in=READY_STATUSES, expires_at__isnull=False),
+            ),
+            # The throughput rollup's scan (worker/rollup.py): jobs that finished in the last
+            # few minutes, by finished_at. Finishing a job is an update that writes a new entry
+            # in every index whose condition the row meets (the primary key's alone, before),
+            # so this costs one more index entry per finished job; without it, every rollup
+            # would read the whole table.
+            models.Index(
+                fields=["finished_at"],
+                name="sqlqueue_job_finished",
+                condition=Q(finished_at__isnull=False),
             ),
         ]
         constraints = [
@@ -190,6 +203,15 @@ class Job(models.Model):
         if applied:
             self.refresh_from_db(fields=["status", "finished_at"])
         return applied
+
+
+class QueueDashboard(Job):
+    """No table of its own: a proxy of Job, only so that the admin index lists the queue
+    dashboard with the app's models (its admin's list is the dashboard, admin/links.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = verbose_name_plural = "queue dashboard"
 
 
 class Worker(models.Model):
@@ -300,6 +322,45 @@ class Leader(models.Model):
 
     def __str__(self):
         return f"{self.name}: {self.holder}"
+
+
+class ThroughputCount(models.Model):
+    """How many jobs of a queue and task ended with a final status in one minute or one hour:
+    the rollup the dashboard and ``manage.py stats`` read throughput from, so that counting a
+    week of finished jobs reads a few hundred rows, not millions (worker/rollup.py writes them;
+    throughput.py reads them). Kept after the jobs themselves are pruned."""
+
+    MINUTE, HOUR = 60, 3600
+
+    period_seconds = models.PositiveIntegerField()  # MINUTE or HOUR
+    bucket_at = models.DateTimeField()  # the start of the minute or hour, UTC
+    queue = models.CharField(max_length=100)
+    task_name = models.CharField(max_length=255)
+    status = models.CharField(max_length=16, choices=JobStatus.choices)  # a final status
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["period_seconds", "bucket_at", "queue", "task_name", "status"],
+                name="sqlqueue_throughput_bucket",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.queue} {self.task_name} {self.status} @ {self.bucket_at}: {self.count}"
+
+
+class ThroughputCursor(models.Model):
+    """One row: every job that finished before ``rolled_up_to`` is counted in ThroughputCount;
+    later ones are counted from the job table itself. Moved forward, fenced on its old value,
+    in the same transaction as the counts it covers."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    rolled_up_to = models.DateTimeField()
+
+    def __str__(self):
+        return f"rolled up to {self.rolled_up_to}"
 
 
 def _schedule_entry(payload) -> dict:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from django.db import connections
 from django.utils import timezone
 
-from . import sql, validation
+from . import signals, sql, validation
 from .conf import get_settings
 from .exceptions import InvalidSchedule
 from .retry import retry_delay_seconds
@@ -97,7 +97,19 @@ def write(changes: list, alias: str) -> set:
                 job.run_at = change.run_at
             if change.give_back:
                 job.max_attempts += 1
+    _send_retried(changes, applied, model)
     return applied
+
+
+def _send_retried(changes, applied, model) -> None:
+    """``job_retried`` for each written failure that runs again (an attempt given back by a
+    reschedule or a release is not a retry)."""
+    if not signals.has_receivers(signals.job_retried, model):
+        return
+    for job, change in changes:
+        if (change.status == JobStatus.FAILED and job.pk in applied
+                and signals.is_job_function(job)):
+            signals.send(signals.job_retried, model, job=job, error=change.errors[-1])
 
 
 def write_one(job, change: Transition) -> bool:

@@ -14,7 +14,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import queue_limits, sql
+from . import queue_limits, signals, sql
 from .batches import short_transaction
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
@@ -368,7 +368,23 @@ class JobQuerySet(models.QuerySet):
             with connection.cursor() as cursor:
                 cursor.execute(statement, [*clock, *picked_params, WORKER_LOST_TYPE, reason,
                                            limit_chars])
-                return len(cursor.fetchall())
+                rescued = cursor.fetchall()
+            if rescued and signals.has_receivers(signals.job_rescued, self.model):
+                self._send_rescued([pk for pk, _ in rescued], alias, reason)
+        return len(rescued)
+
+    def _send_rescued(self, pks, alias, reason) -> None:
+        """``job_rescued`` for each rescued job, read as written (in the rescue's
+        transaction, so as this rescue left it), sent once that transaction commits."""
+        jobs = [job for job in self.model.objects.using(alias).filter(pk__in=pks).order_by("pk")
+                if signals.is_job_function(job)]
+
+        def send():
+            for job in jobs:
+                signals.send(signals.job_rescued, self.model, job=job, reason=reason,
+                             will_retry=job.status == JobStatus.FAILED)
+
+        transaction.on_commit(send, using=alias)
 
     def prune(self, now=None, *, keep_succeeded=None, keep_failed=None, batch_size=1000) -> int:
         """Delete finished jobs older than the retention (seconds; None keeps them), in batches

@@ -7,8 +7,9 @@ attempt. It touches no database: writing the outcome is the outcome writer's job
 (``outcomes.py`` says what each outcome writes, ``worker/outcome_writer.py`` writes them).
 
 An adapter is how one API's jobs are found and called. ``@job`` functions are built in
-(``registry``); the ``django.tasks`` backend plugs its own in with :func:`register_adapter` when
-it is imported, so this module never imports the backend.
+(``registry``; they send ``signals.job_started`` / ``job_finished``); the ``django.tasks``
+backend plugs its own in with :func:`register_adapter` when it is imported, so this module
+never imports the backend.
 """
 
 import enum
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from . import validation
+from . import signals, tracing, validation
 from .context import _current_job
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .registry import get_task
@@ -88,6 +89,21 @@ class Attempt:
         """The attempt is over (signals). For a failure, called inside the ``except`` block."""
 
 
+class JobAttempt(Attempt):
+    """An attempt of a ``@job`` function that has ``job_started`` / ``job_finished`` receivers
+    (without any, the plain ``Attempt`` is used: nothing to send)."""
+
+    sends_signals = True
+    __slots__ = ()
+
+    def started(self):
+        signals.send(signals.job_started, type(self.job), job=self.job)
+
+    def finished(self, outcome, will_retry):
+        signals.send(signals.job_finished, type(self.job), job=self.job, outcome=outcome.kind,
+                     exception=outcome.error, will_retry=will_retry, result=outcome.result)
+
+
 _adapters: dict = {}  # task-name prefix -> callable(job) -> Attempt
 
 
@@ -102,7 +118,11 @@ def _load_registered_job(job) -> Attempt:
     """The adapter of ``@job`` functions: only names registered in this process run."""
     task = get_task(job.task_name)
     args, kwargs = arguments(job)
-    return Attempt(job, task.func, args, kwargs, is_async=task.is_async)
+    sender = type(job)
+    signalled = (signals.has_receivers(signals.job_started, sender)
+                 or signals.has_receivers(signals.job_finished, sender))
+    return (JobAttempt if signalled else Attempt)(job, task.func, args, kwargs,
+                                                  is_async=task.is_async)
 
 
 def _load(job) -> Attempt:
@@ -115,7 +135,13 @@ def _load(job) -> Attempt:
 def run(job) -> Outcome:
     """Run a claimed job's function once and return the outcome (no database writes)."""
     started = time.monotonic()
-    outcome = _run(job)
+    span = tracing.run_span(job)  # OpenTelemetry's, if set up
+    if span is tracing.OFF:  # not even a no-op context: this runs thousands of times a second
+        outcome = _run(job)
+    else:
+        with span as current:
+            outcome = _run(job)
+            tracing.ran(current, outcome)
     outcome.duration_seconds = time.monotonic() - started
     return outcome
 

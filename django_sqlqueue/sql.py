@@ -550,6 +550,65 @@ def listen(channel: str) -> str:
     return f'LISTEN "{channel}"'
 
 
+# ---- throughput and counts for the dashboard and manage.py stats -----------------------------
+
+def add_throughput_counts(model, connection, rows: list) -> tuple[str, list]:
+    """INSERT ``rows`` of ThroughputCount, each adding its count to the row of the same bucket
+    if there is one (``ON CONFLICT ... DO UPDATE``, on PostgreSQL and SQLite): the rollup adds a
+    few minutes of finished jobs to the hour they fall in. ``rows`` are ``(period_seconds,
+    bucket_at, queue, task_name, status, count)``, no two with the same bucket; returns (SQL
+    text, parameters). PostgreSQL gets them as one JSON document (a VALUES list of thousands of
+    parameters costs psycopg more to send than the database to run); SQLite as a VALUES list,
+    so give it at most a few thousand rows per statement."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    names = ("period_seconds", "bucket_at", "queue", "task_name", "status", "count")
+    col = {name: quote(model._meta.get_field(name).column) for name in names}
+    columns = ", ".join(col[name] for name in names)
+    key = ", ".join(col[name] for name in names[:-1])
+    count = col["count"]
+    upsert = f"ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
+    if connection.vendor == "postgresql":
+        document = json.dumps([
+            {"p": period, "b": bucket_at.isoformat(), "q": queue, "t": task, "s": status,
+             "n": n} for period, bucket_at, queue, task, status, n in rows])
+        return (
+            f"INSERT INTO {table} ({columns}) "  # noqa: S608 - names only
+            "SELECT v.p, v.b, v.q, v.t, v.s, v.n FROM json_to_recordset(%s::json) "
+            "AS v (p integer, b timestamptz, q text, t text, s text, n bigint) "
+            f"{upsert}"
+        ), [document]
+    fields = [model._meta.get_field(name) for name in names]
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    return (f"INSERT INTO {table} ({columns}) VALUES {values} {upsert}",  # noqa: S608
+            _values_params(connection, fields, rows))
+
+
+def repeatable_read(connection) -> str | None:
+    """SQL text that makes the transaction just begun read one snapshot for all its statements
+    (PostgreSQL; it must come before any query of the transaction), so that several reads
+    agree; None where a transaction reads one snapshot anyway (SQLite)."""
+    if connection.vendor == "postgresql":
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+    return None
+
+
+def sampled_status_counts(model, connection) -> str:
+    """PostgreSQL: ``(queue, status, due, rows, oldest run_at)`` of a sample of about a given
+    percent of the job table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for
+    estimates of counts too dear to make exactly; ``due`` is ``run_at <= now``. Parameters: now,
+    the percent, and the statuses to count (a list). Pages are sampled whole, so rare values may
+    be missed and the estimate is rough."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    queue, status, run_at = (quote(model._meta.get_field(name).column)
+                             for name in ("queue", "status", "run_at"))
+    return (
+        f"SELECT {queue}, {status}, {run_at} <= %s, COUNT(*), MIN({run_at}) "  # noqa: S608
+        f"FROM {table} TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY 1, 2, 3"
+    )
+
+
 #: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
 #: table was first analyzed). Parameter: the quoted table name.
 TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"

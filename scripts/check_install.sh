@@ -107,6 +107,7 @@ from pathlib import Path
 src, wheel, sdist = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 package = src / "django_sqlqueue"
 templates = sorted(p for p in (package / "templates").rglob("*") if p.is_file())
+templates += sorted(p for p in (package / "static").rglob("*") if p.is_file())
 migrations = sorted((package / "migrations").glob("*.py"))
 if not templates or len(migrations) < 2:
     sys.exit(f"found no templates or migrations under {package}: is this the right checkout?")

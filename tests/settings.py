@@ -78,6 +78,10 @@ if os.environ.get("SQLQUEUE_TEST_START_A_THREAD"):
     # As a project whose settings start a thread (a metrics exporter, say): the worker's
     # supervisor must not fork then.
     threading.Thread(target=threading.Event().wait, name="settings-thread", daemon=True).start()
+if os.environ.get("SQLQUEUE_TEST_IMPORT_PROMETHEUS_CLIENT"):
+    # As a project with django-prometheus: prometheus_client is imported, in its single-process
+    # mode, before runworker can turn on the multiprocess mode.
+    import prometheus_client  # noqa: F401
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -109,3 +113,18 @@ if django.VERSION >= (6, 0):
 if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
     # The schedules of tests/testapp/periodic.py, for the workers of tests/process/test_schedules.
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "periodic"]
+
+if os.environ.get("SQLQUEUE_TEST_SIGNAL_LOG"):
+    # Receivers of the @job signals that log to that file (tests/process/test_signals.py).
+    SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "signal_log"]
+
+if os.environ.get("SQLQUEUE_TEST_OTEL_FILE"):
+    # An OpenTelemetry SDK exporting to that file (tests/process/test_tracing.py).
+    from tests.support import otel_export
+
+    otel_export.install(os.environ["SQLQUEUE_TEST_OTEL_FILE"])
+
+if os.environ.get("SQLQUEUE_TEST_WORKER_LOGGING"):
+    # As a project that leaves the package's loggers alone: runworker prints its log lines
+    # itself, at INFO (tests/process/test_log_format.py).
+    del LOGGING["loggers"]["django_sqlqueue"]

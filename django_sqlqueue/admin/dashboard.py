@@ -1,182 +1,241 @@
-"""The queue dashboard: per queue, jobs by status, lag, live workers, and throughput over the last
-hour as a chart.
+"""The queue dashboard: per queue, jobs by state (scheduled apart from due), lag, live workers,
+and throughput over 1 h (a chart, minute by minute), 24 h and 7 d; it refreshes itself.
 
-Throughput counts jobs by their ``finished_at``: *succeeded* per minute, and *failed* per minute
-meaning jobs that ended ``exhausted`` in that minute. A failed attempt that will be retried leaves
-no finished_at (its error is only an entry in the job's ``errors``), and reading every job's
-errors to count those would be far too expensive; the page says so under the chart.
+Everything comes from ``snapshot.take()`` (six cheap queries at any table size: see
+snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view permission,
+every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part as HTML,
+which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
+script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 
-Queries: two for ``Job.objects.stats()``, one for throughput, one for the workers, and those of
-``queue_control.states`` (pauses, limits, and what waiting jobs wait for).
+"Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
+retried shows as "failed, will retry" in the counts instead.
+
+The per-queue table's columns are ``QUEUE_COLUMNS``: one ``Column`` each, so a new one (paused
+queues, limits) is one line there.
 """
 
-import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from django.db.models import Count
-from django.db.models.functions import TruncMinute
+from django.http import JsonResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import queue_control
+from .. import queue_control, snapshot
 from ..conf import get_settings
-from ..models import Job, Worker
 from ..statuses import JobStatus
 from .chart import throughput_svg
-from .display import STATUS_COLOURS, STATUS_ORDER, seconds_text, status_label
-from .workers import DEAD, heartbeat_state, serves
+from .display import STATUS_COLOURS, seconds_text, status_label
 
-WINDOW_MINUTES = 60
+REFRESH_SECONDS = 5
 LAG_WARNING_SECONDS = 60
 LAG_ALERT_SECONDS = 600
 LEVELS = ["alert", "warn", "ok"]
+LIVE_TEMPLATE = "admin/django_sqlqueue/job/dashboard_live.html"
+
+#: Each state's label, colour and the job list's filter for it.
+STATES = {
+    "queued": ("Queued, due", STATUS_COLOURS[JobStatus.QUEUED],
+               {"status__exact": JobStatus.QUEUED, "due": "now"}),
+    snapshot.SCHEDULED: ("Scheduled", "#93b4e6",
+                         {"status__exact": JobStatus.QUEUED, "due": "later"}),
+    **{str(status): (status_label(status), STATUS_COLOURS[status], {"status__exact": status})
+       for status in (JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED,
+                      JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED)},
+}
 
 
 @dataclass
 class QueueCard:
-    name: str
-    counts: dict
-    lag_seconds: float | None = None
-    buckets: list = field(default_factory=list)
-    workers: int = 0
+    """One queue as the page shows it."""
+
+    queue: snapshot.QueueSnapshot
+    list_url: str = ""
+    # Its pause, limits and what its waiting jobs wait on (queue_control.states), if it has a
+    # Queue row.
+    control: queue_control.QueueState | None = None
     bars: list = field(default_factory=list)  # (label, count, colour, width %, list url)
     chart: str = ""
-    list_url: str = ""
-    # From the Queue table (queue_control.states): paused, limits, what the ready jobs wait for.
-    paused: bool = False
-    limits: str = "none"
-    waiting_on: list = field(default_factory=list)
 
     @property
-    def waiting(self) -> int:
-        return self.counts.get(JobStatus.QUEUED, 0) + self.counts.get(JobStatus.FAILED, 0)
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def paused(self) -> bool:
+        return self.control is not None and self.control.paused
+
+    @property
+    def limits(self) -> str:
+        return "none" if self.control is None else self.control.limits
+
+    @property
+    def waiting_on(self) -> str:
+        """The pause, the limits and the keys at their limits that hold its ready jobs back."""
+        if self.control is None:
+            return "-"
+        keys = [f"key {key}: {reason}" for key, reason in sorted(
+            self.control.keys_at_limit.items())[:5]]
+        return "; ".join([*self.control.waiting_on, *keys]) or "-"
+
+    @property
+    def counts(self) -> dict:
+        return self.queue.counts
 
     @property
     def lag_text(self) -> str:
-        if self.lag_seconds is None:
-            return "none due"
-        return seconds_text(self.lag_seconds, coarse=True)
+        lag = self.queue.lag_seconds
+        return "none due" if lag is None else seconds_text(lag, coarse=True)
 
     @property
     def lag_level(self) -> str:
-        if self.lag_seconds is None or self.lag_seconds < LAG_WARNING_SECONDS:
-            return "ok"
-        return "warn" if self.lag_seconds < LAG_ALERT_SECONDS else "alert"
+        """Red when nothing will run its due jobs (no live worker), else by how late it is."""
+        if self.queue.unserved:
+            return "alert"
+        return lag_level(self.queue.lag_seconds)
 
-    @property
-    def unserved(self) -> bool:
-        """Jobs are due and no live worker takes this queue: nothing will run them."""
-        return self.lag_seconds is not None and not self.workers
+    def done(self, window: str) -> int:
+        counts = self.queue.throughput[window]
+        return counts[JobStatus.SUCCEEDED] + counts[JobStatus.EXHAUSTED]
 
-
-def throughput(now, minutes=WINDOW_MINUTES):
-    """``(start, {queue: [[succeeded, failed] per minute]})`` for the last ``minutes``."""
-    start = now.replace(second=0, microsecond=0) - dt.timedelta(minutes=minutes - 1)
-    rows = (
-        Job.objects.filter(
-            status__in=[JobStatus.SUCCEEDED, JobStatus.EXHAUSTED],
-            finished_at__gte=start, finished_at__lte=now,
-        )
-        .annotate(minute=TruncMinute("finished_at"))
-        .values_list("queue", "status", "minute")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    per_queue: dict = {}
-    for queue, status, minute, n in rows:
-        index = int((minute - start).total_seconds() // 60)
-        if 0 <= index < minutes:
-            buckets = per_queue.setdefault(queue, [[0, 0] for _ in range(minutes)])
-            buckets[index][0 if status == JobStatus.SUCCEEDED else 1] += n
-    return start, per_queue
+    def failed(self, window: str) -> int:
+        return self.queue.throughput[window][JobStatus.EXHAUSTED]
 
 
-def build(list_url: str, now=None) -> dict:
-    now = now or timezone.now()
-    stats = Job.objects.stats(now)
-    start, per_queue = throughput(now)
-    workers = list(Worker.objects.all())
-    states = {worker.pk: heartbeat_state(worker, now) for worker in workers}
-    live = [w for w in workers if states[w.pk] != DEAD]
-    # Running and waiting as counted above: the states add the Queue rows' query (and, for
-    # queues with limits, what their waiting jobs wait on).
+def lag_level(seconds) -> str:
+    if seconds is None or seconds < LAG_WARNING_SECONDS:
+        return "ok"
+    return "warn" if seconds < LAG_ALERT_SECONDS else "alert"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the per-queue table: its heading, its cell for a card, and what it means."""
+
+    heading: str
+    cell: Callable[[QueueCard], object]
+    help: str = ""
+    level: Callable[[QueueCard], str] | None = None  # "ok", "warn" or "alert": the cell's colour
+
+
+QUEUE_COLUMNS = [
+    Column("Queued, due", lambda c: c.counts["queued"], "queued and due now"),
+    Column("Scheduled", lambda c: c.counts[snapshot.SCHEDULED], "queued with a future run-at"),
+    Column("Running", lambda c: c.counts["running"]),
+    Column("Failed, will retry", lambda c: c.counts[JobStatus.FAILED]),
+    Column("Lag", lambda c: c.lag_text,
+           "how long the oldest due job has waited past its run-at; red when no live worker "
+           "takes the queue", level=lambda c: c.lag_level),
+    Column("Live workers", lambda c: c.queue.live_workers,
+           level=lambda c: "alert" if c.queue.unserved else "ok"),
+    Column("Done 1 h", lambda c: c.done("1h"), "succeeded or ended exhausted"),
+    Column("Failed 1 h", lambda c: c.failed("1h"), "ended exhausted",
+           level=lambda c: "alert" if c.failed("1h") else "ok"),
+    Column("Done 24 h", lambda c: c.done("24h")),
+    Column("Done 7 d", lambda c: c.done("7d")),
+    Column("State", lambda c: "paused" if c.paused else "active", "paused: no worker claims "
+           "its jobs (manage.py queues resume)", level=lambda c: "warn" if c.paused else "ok"),
+    Column("Limits", lambda c: c.limits, "running at once and starts per period, of the queue "
+           "and per concurrency key (docs/limits.md)"),
+    Column("Waiting on", lambda c: c.waiting_on, "what holds its ready jobs back"),
+]
+
+
+def build(list_url: str, now=None, *, alias: str = "default") -> dict:
+    """The page's context, and the snapshot it came from (``"snapshot"``)."""
+    snap = snapshot.take(alias=alias, now=now or timezone.now())
+    # The Queue rows, with the counts of the snapshot (one more query; a limited queue adds
+    # one or two to count what waits on its limits).
     controls = {state.name: state for state in queue_control.states(
-        now=now, running={name: s.counts.get(JobStatus.RUNNING, 0) for name, s in stats.items()},
-        ready={name: s.waiting for name, s in stats.items()})}
+        using=alias, now=now,
+        running={queue.name: queue.counts["running"] for queue in snap.queues},
+        ready={queue.name: queue.counts["queued"] for queue in snap.queues})}
     cards = []
-    for name in sorted(set(stats) | set(per_queue) | set(controls)):
-        queue_stats = stats.get(name)
-        card = QueueCard(
-            name=name,
-            counts=dict(queue_stats.counts) if queue_stats else {},
-            lag_seconds=queue_stats.lag_seconds if queue_stats else None,
-            buckets=per_queue.get(name, [[0, 0] for _ in range(WINDOW_MINUTES)]),
-            workers=sum(1 for w in live if serves(w, name)),
-            list_url=f"{list_url}?{urlencode({'queue': name})}",
-        )
-        state = controls.get(name)
-        if state is not None:
-            card.paused, card.limits = state.paused, state.limits
-            card.waiting_on = [*state.waiting_on, *(
-                f"key {key}: {reason}" for key, reason in sorted(state.keys_at_limit.items()))]
-        card.bars = status_bars(card.counts, list_url, name)
-        card.chart = throughput_svg(card.buckets, start, label=f"Throughput of queue {name}")
+    for queue in snap.queues:
+        card = QueueCard(queue, list_url=f"{list_url}?{urlencode({'queue': queue.name})}",
+                         control=controls.get(queue.name))
+        card.bars = status_bars(queue.counts, list_url, queue.name)
+        card.chart = throughput_svg(queue.per_minute, snap.minute_start,
+                                    label=f"Throughput of queue {queue.name}")
         cards.append(card)
     # Trouble first: queues nobody serves, then by how late they are, then by name.
-    cards.sort(key=lambda c: (not c.unserved, LEVELS.index(c.lag_level), c.name))
-    totals = {status: sum(c.counts.get(status, 0) for c in cards) for status in STATUS_ORDER}
-    all_buckets = [
-        [sum(c.buckets[i][0] for c in cards), sum(c.buckets[i][1] for c in cards)]
-        for i in range(WINDOW_MINUTES)
-    ]
-    lags = [c.lag_seconds for c in cards if c.lag_seconds is not None]
+    cards.sort(key=lambda c: (not c.queue.unserved, LEVELS.index(c.lag_level), c.name))
+    totals = {state: sum(c.counts[state] for c in cards) for state in snapshot.STATES}
+    all_minutes = [[sum(c.queue.per_minute[i][k] for c in cards) for k in (0, 1)]
+                   for i in range(len(cards[0].queue.per_minute) if cards else 60)]
+    windows = {window: {"done": sum(c.done(window) for c in cards),
+                        "failed": sum(c.failed(window) for c in cards)}
+               for window in ("1h", "24h", "7d")}
+    lags = [c.queue.lag_seconds for c in cards if c.queue.lag_seconds is not None]
+    live = snap.live_workers
     return {
+        "snapshot": snap,
         "cards": cards,
+        "columns": QUEUE_COLUMNS,
+        "rows": [(card, [(column, column.cell(card),
+                          column.level(card) if column.level else "") for column in QUEUE_COLUMNS])
+                 for card in cards],
         "totals": status_bars(totals, list_url, None),
-        "queued": totals[JobStatus.QUEUED],
-        "running": totals[JobStatus.RUNNING],
+        "queued": totals["queued"],
+        "scheduled": totals[snapshot.SCHEDULED],
+        "running": totals["running"],
         "retrying": totals[JobStatus.FAILED],
-        "overall_chart": throughput_svg(all_buckets, start, label="Throughput of all queues"),
-        "succeeded_hour": sum(b[0] for b in all_buckets),
-        "failed_hour": sum(b[1] for b in all_buckets),
+        "overall_chart": throughput_svg(all_minutes, snap.minute_start,
+                                        label="Throughput of all queues"),
+        "windows": windows,
+        "estimated": snap.estimated,
         "max_lag": seconds_text(max(lags), coarse=True) if lags else "none due",
-        "max_lag_level": QueueCard("", {}, max(lags) if lags else None).lag_level,
-        "workers_total": len(workers),
+        "max_lag_level": ("alert" if any(c.queue.unserved for c in cards)
+                          else lag_level(max(lags) if lags else None)),
+        "workers_total": len(snap.workers),
         "workers_live": len(live),
-        "workers_dead": len(workers) - len(live),
-        "unserved": [c.name for c in cards if c.unserved],
-        "paused": [c.name for c in cards if c.paused],
+        "workers_dead": len(snap.workers) - len(live),
+        "unserved": [c.name for c in cards if c.queue.unserved],
         "lease_seconds": get_settings().LEASE_SECONDS,
-        "now": now,
+        "now": snap.taken_at,
     }
 
 
 def status_bars(counts: dict, list_url: str, queue) -> list:
-    """One bar per status, as wide as its share of the largest count (at least a sliver)."""
+    """One bar per state, as wide as its share of the largest count (at least a sliver)."""
     largest = max(list(counts.values()) + [1])
     bars = []
-    for status in STATUS_ORDER:
-        n = counts.get(status, 0)
-        params = {"status__exact": status, **({"queue": queue} if queue else {})}
+    for state, (label, colour, params) in STATES.items():
+        n = counts.get(state, 0)
+        query = {**params, **({"queue": queue} if queue else {})}
         width = 0 if not n else max(100 * n / largest, 1.5)
-        bars.append((status_label(status), n, STATUS_COLOURS[status], f"{width:.1f}",
-                     f"{list_url}?{urlencode(params)}"))
+        bars.append((label, n, colour, f"{width:.1f}", f"{list_url}?{urlencode(query)}"))
     return bars
 
 
-def render(model_admin, request):
+def _context(model_admin, request) -> dict:
     site = model_admin.admin_site
     list_url = reverse("admin:django_sqlqueue_job_changelist", current_app=site.name)
-    context = {
-        **site.each_context(request),
-        **build(list_url),
-        "title": "Queue dashboard",
+    request.current_app = site.name
+    return {
+        **build(list_url, alias=model_admin.get_queryset(request).db),
         "opts": model_admin.opts,
         "list_url": list_url,
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),
-        "window_minutes": WINDOW_MINUTES,
+        "data_url": reverse("admin:django_sqlqueue_job_dashboard_data", current_app=site.name),
+        "refresh_seconds": REFRESH_SECONDS,
     }
-    request.current_app = site.name
+
+
+def render(model_admin, request):
+    """The page."""
+    context = {**model_admin.admin_site.each_context(request), **_context(model_admin, request),
+               "title": "Queue dashboard"}
     return TemplateResponse(request, "admin/django_sqlqueue/job/dashboard.html", context)
+
+
+def data(model_admin, request):
+    """The endpoint the page polls: ``{"snapshot": ..., "html": ...}``."""
+    context = _context(model_admin, request)
+    return JsonResponse({  # not cached: admin_view adds never_cache
+        "snapshot": context["snapshot"].as_json(),
+        "html": render_to_string(LIVE_TEMPLATE, context, request),
+    })

@@ -8,6 +8,7 @@ value selected now. An older queue is one click away from the dashboard, which l
 
 from django.contrib import admin
 from django.db.models import Q
+from django.utils import timezone
 
 RECENT_JOBS = 10_000
 
@@ -69,4 +70,22 @@ class HasErrorsFilter(admin.SimpleListFilter):
             return queryset.exclude(no_errors)
         if self.value() == "no":
             return queryset.filter(no_errors)
+        return queryset
+
+
+class DueFilter(admin.SimpleListFilter):
+    """Due now, or scheduled for later (run_at in the future): the dashboard's "queued, due"
+    and "scheduled" link here, with the status filter."""
+
+    title = "run at"
+    parameter_name = "due"
+
+    def lookups(self, request, model_admin):
+        return [("now", "Due now"), ("later", "Scheduled for later")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "now":
+            return queryset.filter(run_at__lte=timezone.now())
+        if self.value() == "later":
+            return queryset.filter(run_at__gt=timezone.now())
         return queryset

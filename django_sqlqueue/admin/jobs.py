@@ -31,7 +31,7 @@ from .display import (
     when,
     when_short,
 )
-from .filters import HasErrorsFilter, QueueFilter, TaskFilter
+from .filters import DueFilter, HasErrorsFilter, QueueFilter, TaskFilter
 from .paginator import EstimatedCountPaginator
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
@@ -52,7 +52,7 @@ class JobAdmin(admin.ModelAdmin):
         "duration", "worker", "last_error",
     )
     list_display_links = ("id", "task")
-    list_filter = ("status", QueueFilter, TaskFilter, HasErrorsFilter)
+    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
     search_help_text = "A job id, or text in the task name, unique key or errors."
     date_hierarchy = "enqueued_at"
@@ -265,6 +265,8 @@ class JobAdmin(admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path("dashboard/data/", wrap(self.dashboard_data_view),
+                 name=f"{prefix}_dashboard_data"),
             path("<path:object_id>/act/<str:action>/", wrap(self.job_action_view),
                  name=f"{prefix}_act"),
             *super().get_urls(),
@@ -274,6 +276,12 @@ class JobAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return dashboard.render(self, request)
+
+    def dashboard_data_view(self, request):
+        """What the dashboard polls to refresh itself: JSON, same permission as the page."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return dashboard.data(self, request)
 
     def job_action_view(self, request, object_id, action):
         """A button on a job's page: the same action as in the list, for this one job."""

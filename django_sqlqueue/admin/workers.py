@@ -1,11 +1,7 @@
-"""WorkerAdmin: the workers page is the Worker changelist, read-only.
-
-A worker beats every LEASE_SECONDS / 3; housekeeping reaps a worker after two leases without a
-heartbeat. So a worker is *alive* while its last beat is at most one lease old (two beats may be
-late), *late* up to two leases, and *presumed dead* after that, until housekeeping removes it.
+"""WorkerAdmin: the workers page is the Worker changelist, read-only. Alive, late and presumed
+dead are judged by liveness.py.
 """
 
-import datetime as dt
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -14,25 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from ..conf import get_settings
+from ..liveness import ALIVE, DEAD, LATE, heartbeat_state, serves  # noqa: F401 - used by others
 from ..models import Job
 from .display import between, seconds_text
 
-ALIVE, LATE, DEAD = "alive", "late", "presumed dead"
 STATE_COLOURS = {ALIVE: "#2e9d4a", LATE: "#c77700", DEAD: "#d1344b"}
-
-
-def heartbeat_state(worker, now=None) -> str:
-    now = now or timezone.now()
-    lease = dt.timedelta(seconds=get_settings().LEASE_SECONDS)
-    age = now - worker.last_heartbeat_at
-    if age <= lease:
-        return ALIVE
-    return LATE if age <= 2 * lease else DEAD
-
-
-def serves(worker, queue: str) -> bool:
-    return not worker.queues or queue in worker.queues
 
 
 class WorkerChangeList(ChangeList):

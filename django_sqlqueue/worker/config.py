@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
 
+from .. import metrics
 from ..conf import get_settings
 from ..validation import queue_name
+from .log_format import FORMATS
 
 #: Job threads per process. Each thread that touches the ORM opens a database connection of
 #: its own, and PostgreSQL allows 100 by default; past a few hundred, threads mostly wait on each
@@ -36,6 +38,9 @@ class WorkerConfig:
     database: str | None = None  # alias of the jobs database; default: the router's
     supervised: bool = False  # a child of the supervisor (recycles by exiting)
     scheduler: bool = True  # sync and tick periodic schedules (--no-scheduler: False)
+    metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
+    metrics_address: str = "0.0.0.0"  # the interface it listens on; "" is every one too
+    log_format: str = "text"  # of every line the worker writes: text, keyvalue or json
     host: str = field(default_factory=socket.gethostname)
 
     def __post_init__(self):
@@ -72,6 +77,14 @@ class WorkerConfig:
                 f"--database {self.database!r} is not in settings.DATABASES "
                 f"(aliases: {', '.join(django_settings.DATABASES)})"
             )
+        if self.metrics_port is not None:
+            if not 0 <= self.metrics_port <= 65535:
+                problems.append(f"--metrics-port must be from 0 to 65535, not {self.metrics_port}")
+            elif not metrics.available():
+                problems.append(f"--metrics-port needs prometheus_client: {metrics.EXTRA}")
+        if self.log_format not in FORMATS:
+            problems.append(f"--log-format must be one of {', '.join(FORMATS)}, not "
+                            f"{self.log_format!r}")
         if self.shutdown_timeout < 0:
             problems.append(f"--shutdown-timeout must be 0 or more, not {self.shutdown_timeout}")
         if problems:

@@ -12,6 +12,7 @@ import time
 from ..models import Job, Worker
 from ..runner import Outcome, OutcomeKind
 from ..sql import DatabaseNow
+from .log_format import fields
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class Heartbeat:
             seconds = entry.deadline - entry.started_at
             error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
             logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
-                           entry.job.task_name, entry.job.pk, entry.job.attempts, seconds)
+                           entry.job.task_name, entry.job.pk, entry.job.attempts, seconds,
+                           extra=fields("job.timed_out", task=entry.job.task_name,
+                                        job_id=entry.job.pk, attempt=entry.job.attempts,
+                                        timeout_seconds=seconds))
             self.pool.time_out(entry, Outcome(OutcomeKind.FAILED, error=error))
             self.on_timeout(entry.job)

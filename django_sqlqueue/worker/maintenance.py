@@ -5,6 +5,7 @@
     reaper.py   dead workers' rows are deleted and their running jobs rescued at once
     rescuer.py  running jobs whose lease ran out are failed as lost (WorkerLost)
     cleaner.py  finished jobs past their retention are deleted
+    rollup.py   finished jobs are counted per minute and hour, for the dashboard's throughput
 
 Every MAINTENANCE_INTERVAL_SECONDS each worker process calls ``Maintenance.run_once()``. It asks
 for the leader's term; every worker then reaps the dead workers of its own process table (a pid
@@ -26,6 +27,7 @@ from .expirer import Expirer, ExpirerConfig
 from .leader import Leader, LeaderConfig, default_holder
 from .reaper import Reaper, ReaperConfig
 from .rescuer import Rescuer, RescuerConfig
+from .rollup import Rollup, RollupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,7 @@ class Maintenance:
                           interval_seconds=settings.PRUNE_INTERVAL_SECONDS),
             alias=alias, clock=clock,
         )
+        self.rollup = Rollup(RollupConfig(statement_timeout_seconds=timeout), alias=alias)
 
     def run_once(self, now=None) -> MaintenanceResult:
         """One pass. ``now`` replaces the database's clock in every step but the leader's term
@@ -95,6 +98,8 @@ class Maintenance:
             result = self._step("prune", failed, lambda: self.cleaner.run_once(now,
                                                                               keep_going=keep))
             counts["pruned"] = result.deleted if result else 0
+        if leading and self.leader.keep():
+            self._step("rollup", failed, lambda: self.rollup.run_once(now, keep_going=keep))
         if any(counts.values()):
             logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in counts.items()))
         return MaintenanceResult(leading=leading, failed_steps=tuple(failed), **counts)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import runner
+from .. import metrics, runner
 from ..execution import report
+from .log_format import fields
 from .outcome_writer import OutcomeWriter
 from .resilience import tidy_connections
 
@@ -218,7 +219,11 @@ class Pool:
             timeout = job.timeout_seconds or self.default_timeout
             entry.deadline = entry.started_at + timeout if timeout else None
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
-        outcome = runner.run(job)
+        metrics.job_started(job)
+        try:
+            outcome = runner.run(job)
+        finally:
+            metrics.job_ran(job)
         self._record_duration(outcome.duration_seconds)
         with self._lock:
             self.jobs_done += 1
@@ -234,6 +239,9 @@ class Pool:
             logger.warning(
                 "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
                 job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
+                extra=fields("job.finished_late", task=job.task_name, job_id=job.pk,
+                             attempt=job.attempts,
+                             duration_ms=round(outcome.duration_seconds * 1000, 1)),
             )
             if done:
                 self.on_slot_free()

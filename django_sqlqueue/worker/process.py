@@ -16,13 +16,14 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__
+from .. import __version__, metrics
 from ..models import Job, Worker
 from ..queue_limits import QueueControls, read_controls
 from ..sql import DatabaseNow
-from . import identity
+from . import identity, log_format
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
+from .log_format import fields
 from .maintenance import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
@@ -61,7 +62,7 @@ class WorkerProcess:
         )
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
-            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self.outcomes.add,
+            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self._finished,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
@@ -93,13 +94,14 @@ class WorkerProcess:
             self.schedules_synced = call_with_retry(
                 self.scheduler.sync, alias=self.alias, what="syncing the schedules",
                 stop=self.stopping.is_set)
+        metrics.worker_started(self.config.concurrency)  # before the banner says it works
         self._print_banner()
         self.wakeup.start()
         self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished)
-        self._every(self.config.maintenance_interval, self.maintenance.run_once, "maintenance",
+        self._every(self.config.maintenance_interval, self._maintain, "maintenance",
                     until=self.stopping)
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
@@ -114,7 +116,8 @@ class WorkerProcess:
         """75 to be replaced by a fresh process, 0 otherwise. A signal wins over a recycle
         decided just before it: a worker asked to stop must not start again."""
         if self.recycle_reason and not self.signalled:
-            self._say(f"recycling: {self.recycle_reason}")
+            self._say(f"recycling: {self.recycle_reason}", "worker.recycling",
+                      reason=self.recycle_reason)
             return RECYCLE_EXIT_CODE
         return 0
 
@@ -151,7 +154,7 @@ class WorkerProcess:
         if self.recycle_reason:
             return False
         if self.config.supervised and os.getppid() != self.parent_pid:
-            self._say("the supervisor is gone: stopping")
+            self._say("the supervisor is gone: stopping", "worker.orphaned", level="warning")
             return False
         if self.config.burst:
             if clock() - self._last_progress >= 2:
@@ -159,7 +162,7 @@ class WorkerProcess:
                 self._last_progress = clock()
             if not claimed and self.pool.is_idle() and not self._due_soon():
                 self._print_progress()
-                self._say("burst: nothing left to do, exiting")
+                self._say("burst: nothing left to do, exiting", "worker.drained")
                 return False
         return True
 
@@ -218,6 +221,14 @@ class WorkerProcess:
         if self.draining and not self.pool.busy():
             self.recycle_reason = self.draining
 
+    def _finished(self, result) -> None:
+        """Each attempt whose outcome was written (or lost), as execution.RunResult."""
+        self.outcomes.add(result)
+        metrics.job_finished(result.job, result.outcome, result.duration_seconds)
+
+    def _maintain(self):
+        metrics.jobs_rescued(self.maintenance.run_once().rescued)
+
     def _job_timed_out(self, job):
         if self.config.supervised:
             # Only a new process can stop the stuck thread: finish the others, then exit.
@@ -232,14 +243,17 @@ class WorkerProcess:
         deadline = time.monotonic() + self.config.shutdown_timeout
 
         if self.pool.busy():
+            busy = len(self.pool.busy())
             self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
-                      f"{len(self.pool.busy())} running job(s) to finish")
+                      f"{busy} running job(s) to finish", "worker.draining", running=busy,
+                      timeout_seconds=self.config.shutdown_timeout)
         while self.pool.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
         for entry in self.pool.busy():
             if not entry.ran:  # still running; a finished job's outcome is the writer's
                 self._release(entry.job)
         self.writer.stop()  # write the outcomes still waiting for their batch
+        metrics.worker_stopped()
         self.finished.set()
         self.pool.stop()
         try:
@@ -250,7 +264,8 @@ class WorkerProcess:
             )
         except TRANSIENT:
             pass  # maintenance will reap the row
-        self._say(f"stopped after {self.outcomes.summary()}")
+        self._say(f"stopped after {self.outcomes.summary()}", "worker.stopped",
+                  worker=self.worker_id, **self.outcomes.counts())
 
     def _release(self, job):
         try:
@@ -259,7 +274,9 @@ class WorkerProcess:
         except TRANSIENT:
             released = False
         logger.warning("job released task=%s id=%s attempt=%s released=%s",
-                       job.task_name, job.pk, job.attempts, released)
+                       job.task_name, job.pk, job.attempts, released,
+                       extra=fields("job.released", task=job.task_name, job_id=job.pk,
+                                    attempt=job.attempts, released=released))
 
     # ---- helpers -----------------------------------------------------------------------
     def _register(self):
@@ -304,9 +321,11 @@ class WorkerProcess:
             if self.stopping.is_set():
                 if self.config.supervised:
                     return
-                self._say("second signal: exiting now; leases will rescue running jobs")
+                self._say("second signal: exiting now; leases will rescue running jobs",
+                          "worker.killed", level="warning", signal=signal.Signals(signum).name)
                 os._exit(1)
-            self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish")
+            self._say(f"{signal.Signals(signum).name}: stopping; running jobs may finish",
+                      "worker.stopping", signal=signal.Signals(signum).name)
             self.signalled = True
             self.stopping.set()
             self.wakeup.poke()
@@ -328,7 +347,13 @@ class WorkerProcess:
             f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
             f"{self.config.heartbeat_interval:g}s\n"
             f"  schedules: {self._schedules_line()}"
-            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else "")
+            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else ""),
+            "worker.started", worker=self.worker_id, version=__version__, pid=os.getpid(),
+            database=connection.vendor, alias=self.alias, queues=self.config.queues,
+            concurrency=self.config.concurrency, supervised=self.config.supervised,
+            wakeup=self.wakeup.mode, lease_seconds=self.config.lease_seconds,
+            heartbeat_seconds=self.config.heartbeat_interval, burst=self.config.burst,
+            scheduler=self.scheduler is not None,
         )
 
     def _schedules_line(self) -> str:
@@ -347,9 +372,14 @@ class WorkerProcess:
         except TRANSIENT:
             return
         self._say(f"progress: attempts_run={self.pool.jobs_done} ready={ready} "
-                  f"unfinished={waiting}")
+                  f"unfinished={waiting}", "worker.progress", attempts_run=self.pool.jobs_done,
+                  ready=ready, unfinished=waiting)
 
-    def _say(self, text):
+    def _say(self, text, event, *, level="info", **values):
+        """Print one of this worker's own lines: ``text``, or with --log-format keyvalue/json
+        the ``event`` and its ``values`` on one line (worker/log_format.py)."""
+        if self.config.log_format != "text":
+            text = log_format.line(self.config.log_format, event, level=level, **values)
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
 
@@ -365,6 +395,14 @@ class OutcomeTally:
     def add(self, result) -> None:
         with self._lock:
             self._counts[result.outcome] += 1
+
+    def counts(self) -> dict:
+        """``{"attempts": n, "succeeded": n, "exhausted": n, "failed": n, "rescheduled": n,
+        "lost": n}``: every key, zero or not (the keys of the structured stop line)."""
+        with self._lock:
+            counts = dict(self._counts)
+        kinds = ("succeeded", "exhausted", "failed", "rescheduled", "lost")
+        return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in kinds}}
 
     def summary(self) -> str:
         """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)

@@ -9,39 +9,46 @@ import signal
 import sys
 import time
 
+from . import log_format as formats
 from .process import RECYCLE_EXIT_CODE
 
 
 class Supervisor:
     def __init__(self, *, processes: int, start_child, burst: bool, shutdown_timeout: float,
-                 start_method: str = "spawn", out=None):
+                 start_method: str = "spawn", out=None, idle=time.sleep,
+                 on_child_exited=None, log_format: str = "text"):
         self.processes = processes
         self.start_child = start_child
         self.start_method = start_method  # only said: start_child does it
         self.burst = burst
         self.shutdown_timeout = shutdown_timeout
         self.out = out or sys.stdout
+        self.log_format = log_format  # of its lines, as its children's
         self.children: dict = {}  # slot -> Popen or ForkedChild
         self.restarts: dict = {}  # slot -> consecutive crash count
         self.started_at: dict = {}  # slot -> time.monotonic() of its latest start
         self.stopping = False
+        self.idle = idle  # idle(seconds) between checks; the metrics endpoint serves then
+        self.on_child_exited = on_child_exited or (lambda pid: None)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         self._say(f"supervisor: starting {self.processes} worker processes "
-                  f"(--start-method {self.start_method})")
+                  f"(--start-method {self.start_method})", "supervisor.started",
+                  processes=self.processes, start_method=self.start_method)
         for slot in range(self.processes):
             self._spawn(slot)
         while self.children:
-            time.sleep(0.2)
+            self.idle(0.2)
             for slot, child in list(self.children.items()):
                 code = child.poll()
                 if code is None:
                     continue
                 del self.children[slot]
+                self.on_child_exited(child.pid)
                 self._child_exited(slot, child, code)
-        self._say("supervisor: all worker processes have exited")
+        self._say("supervisor: all worker processes have exited", "supervisor.stopped")
         return 0
 
     def _child_exited(self, slot, child, code):
@@ -57,7 +64,8 @@ class Supervisor:
         self.restarts[slot] = crashes
         delay = min(0.5 * 2 ** (crashes - 1), 30.0)  # a crash loop must not spin
         self._say(f"supervisor: worker pid {child.pid} exited with {code}; "
-                  f"restarting in {delay:g}s")
+                  f"restarting in {delay:g}s", "supervisor.child_exited", level="warning",
+                  pid=child.pid, exit_code=code, restart_in_seconds=delay)
         time.sleep(delay)
         if not self.stopping:
             self._spawn(slot)
@@ -66,19 +74,25 @@ class Supervisor:
         child = self.start_child()
         self.children[slot] = child
         self.started_at[slot] = time.monotonic()
-        self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}")
+        self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}",
+                  "supervisor.child_started", slot=slot + 1, pid=child.pid)
 
     def _on_signal(self, signum, frame):
         if self.stopping:
-            self._say("supervisor: second signal, killing worker processes")
+            self._say("supervisor: second signal, killing worker processes",
+                      "supervisor.killing", level="warning")
             for child in self.children.values():
                 child.kill()
             sys.exit(1)
         self.stopping = True
-        self._say(f"supervisor: {signal.Signals(signum).name}, stopping worker processes")
+        self._say(f"supervisor: {signal.Signals(signum).name}, stopping worker processes",
+                  "supervisor.stopping", signal=signal.Signals(signum).name)
         for child in self.children.values():
             child.send_signal(signal.SIGTERM)
 
-    def _say(self, text):
+    def _say(self, text, event, *, level="info", **values):
+        if self.log_format != "text":
+            text = formats.line(self.log_format, event, level=level,
+                                logger="django_sqlqueue.worker.supervisor", **values)
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_sqlqueue.admin.chart import nice_ceiling, throughput_svg
-from django_sqlqueue.admin.dashboard import build, throughput
+from django_sqlqueue.admin.dashboard import QUEUE_COLUMNS, Column, build
 from django_sqlqueue.models import Worker
 from tests.admin.users import make_staff
 from tests.factories import JobFactory, WorkerFactory
@@ -18,6 +18,7 @@ from tests.factories import JobFactory, WorkerFactory
 pytestmark = pytest.mark.django_db
 WORKERS = reverse("admin:django_sqlqueue_worker_changelist")
 DASHBOARD = reverse("admin:django_sqlqueue_job_dashboard")
+DASHBOARD_DATA = reverse("admin:django_sqlqueue_job_dashboard_data")
 LIST = reverse("admin:django_sqlqueue_job_changelist")
 
 
@@ -96,32 +97,40 @@ def busy_queues():
     return now
 
 
-def test_throughput_buckets_per_minute(busy_queues):
-    now = busy_queues
-    start, per_queue = throughput(now)
-    assert start == now.replace(second=0, microsecond=0) - dt.timedelta(minutes=59)
-    buckets = per_queue["default"]
-    assert len(buckets) == 60
-    assert sum(s for s, _ in buckets) == 4  # the one three hours ago is outside the hour
-    assert sum(f for _, f in buckets) == 1
-    minute = int(((now - dt.timedelta(minutes=5)).replace(second=0, microsecond=0) - start)
-                 .total_seconds() // 60)
-    assert buckets[minute] == [1, 1]
-    assert "reports" not in per_queue
-
-
 def test_dashboard_data(busy_queues):
+    JobFactory(queue="default", run_at=busy_queues + dt.timedelta(hours=1))  # scheduled
     data = build(LIST, now=busy_queues)
     cards = {card.name: card for card in data["cards"]}
-    assert set(cards) == {"default", "reports"}
+    assert [card.name for card in data["cards"]] == ["reports", "default"]  # trouble first
     default, reports = cards["default"], cards["reports"]
-    assert default.counts == {"queued": 3, "running": 1, "succeeded": 5, "exhausted": 1}
-    assert default.workers == 1 and not default.unserved
-    assert 110 < default.lag_seconds < 130 and default.lag_level == "warn"
-    assert reports.workers == 0 and reports.unserved and reports.lag_level == "alert"
+    assert {k: v for k, v in default.counts.items() if v} == {
+        "queued": 3, "scheduled": 1, "running": 1, "succeeded": 5, "exhausted": 1}
+    assert default.queue.live_workers == 1 and not default.queue.unserved
+    assert 110 < default.queue.lag_seconds < 130 and default.lag_level == "warn"
+    assert reports.queue.live_workers == 0 and reports.queue.unserved
     assert data["unserved"] == ["reports"]
-    assert data["succeeded_hour"] == 4 and data["failed_hour"] == 1
-    assert data["workers_live"] == 1
+    assert data["windows"] == {"1h": {"done": 5, "failed": 1}, "24h": {"done": 6, "failed": 1},
+                               "7d": {"done": 6, "failed": 1}}
+    assert data["workers_live"] == 1 and data["scheduled"] == 1 and data["queued"] == 4
+
+
+def test_lag_is_red_when_no_live_worker_serves_a_due_queue(busy_queues):
+    """Even a short lag: nothing will run those jobs."""
+    JobFactory(queue="emails", run_at=busy_queues - dt.timedelta(seconds=5))
+    data = build(LIST, now=busy_queues)
+    emails = next(card for card in data["cards"] if card.name == "emails")
+    assert emails.queue.lag_seconds < 60 and emails.lag_level == "alert"
+    row = next(cells for card, cells in data["rows"] if card is emails)
+    lag = next(level for column, _, level in row if column.heading == "Lag")
+    assert lag == "alert"
+    assert data["max_lag_level"] == "alert"
+
+
+def test_the_queue_table_takes_a_new_column_in_one_line(admin_client, busy_queues, monkeypatch):
+    monkeypatch.setattr("django_sqlqueue.admin.dashboard.QUEUE_COLUMNS",
+                        [*QUEUE_COLUMNS, Column("Paused", lambda card: "no")])
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert '<th scope="col">Paused</th>' in html and "<td>no</td>" in html
 
 
 def test_dashboard_page(admin_client, busy_queues):
@@ -132,6 +141,9 @@ def test_dashboard_page(admin_client, busy_queues):
     assert 'Jobs are due in queue “reports” and no live worker takes that queue' in html
     assert html.count('<svg class="sq-chart"') == 3  # all queues, default, reports
     assert "succeeded: 4" in html and "failed (ended exhausted): 1" in html
+    assert 'data-sq="scheduled">0<' in html and 'data-sq="done-7d">6<' in html
+    assert f"{LIST}?status__exact=queued&due=later&queue=default" in html  # scheduled
+    assert 'class="sq-alert">0</td>' in html  # reports: no live worker
     assert "−60 min" in html and "now</text>" in html and "jobs per minute" in html
     assert f"{LIST}?status__exact=exhausted&queue=default" in html
     assert "ended <em>exhausted</em>" in html  # what "failed" means is said on the page
@@ -143,16 +155,35 @@ def test_dashboard_with_no_jobs(admin_client):
 
 
 def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries):
-    # session, user, stats (2), throughput, workers, queue rows (pauses and limits)
-    with django_assert_max_num_queries(7):
+    # session, user; ready, running, the row estimate (PostgreSQL), finished, the rollup's
+    # cursor, its hours and minutes (once it has run), the jobs since, workers, the Queue
+    # rows (pauses and limits)
+    with django_assert_max_num_queries(12):
         admin_client.get(DASHBOARD)
 
 
-def test_dashboard_needs_the_view_permission(client):
+def test_the_data_endpoint_answers_json_with_the_page_part(admin_client, busy_queues):
+    response = admin_client.get(DASHBOARD_DATA)
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert "no-store" in response["Cache-Control"]  # admin_view's never_cache
+    data = response.json()
+    assert [queue["name"] for queue in data["snapshot"]["queues"]] == ["default", "reports"]
+    assert data["snapshot"]["queues"][0]["counts"]["running"] == 1
+    assert 'id="sq-queues"' in data["html"] and "<html" not in data["html"]
+
+
+def test_the_page_loads_its_refresh_script(admin_client, busy_queues):
+    html = admin_client.get(DASHBOARD).content.decode()
+    assert 'src="/static/django_sqlqueue/dashboard.js"' in html
+    assert f'data-refresh-url="{DASHBOARD_DATA}"' in html
+
+
+@pytest.mark.parametrize("url", [DASHBOARD, DASHBOARD_DATA])
+def test_dashboard_needs_the_view_permission(client, url):
     client.force_login(make_staff("workers-only", "view_worker"))
-    assert client.get(DASHBOARD).status_code == 403
+    assert client.get(url).status_code == 403
     anonymous = client.__class__()
-    assert anonymous.get(DASHBOARD).status_code == 302
+    assert anonymous.get(url).status_code == 302
 
 
 def test_a_silent_worker_is_reported(admin_client, settings):
@@ -181,6 +212,16 @@ def test_admin_index_lists_jobs_and_workers(admin_client):
     assert reverse("admin:app_list", args=["django_sqlqueue"]) in html
 
 
+def test_admin_index_links_the_dashboard_for_those_who_may_view_jobs(client):
+    row = reverse("admin:django_sqlqueue_queuedashboard_changelist")
+    client.force_login(make_staff("viewer", "view_job"))
+    assert row in client.get(reverse("admin:index")).content.decode()
+    response = client.get(row)
+    assert response.status_code == 302 and response["Location"] == DASHBOARD
+    client.force_login(make_staff("workers-only", "view_worker"))
+    assert row not in client.get(reverse("admin:index")).content.decode()
+
+
 def test_app_page_links_the_dashboard(admin_client):
     html = admin_client.get(reverse("admin:app_list", args=["django_sqlqueue"])).content.decode()
     assert DASHBOARD in html and "Queue dashboard" in html
@@ -190,3 +231,17 @@ def test_app_page_links_the_dashboard(admin_client):
 def test_lists_link_the_dashboard(admin_client):
     assert DASHBOARD in admin_client.get(LIST).content.decode()
     assert DASHBOARD in admin_client.get(WORKERS).content.decode()
+
+
+@pytest.mark.postgresql
+def test_estimated_counts_are_labelled(admin_client, busy_queues, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite counts exactly")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_sqlqueue_job")
+    monkeypatch.setattr("django_sqlqueue.snapshot.EXACT_LIMIT", 1)
+    monkeypatch.setattr("django_sqlqueue.snapshot.SAMPLE_ROWS", 10_000)
+    html = unescape(admin_client.get(DASHBOARD).content.decode())
+    assert "the counts of jobs queued, scheduled, failed, succeeded, exhausted, cancelled, " \
+           "expired are estimates from a sample of the table" in html
+    assert "the lag is that of the oldest due job in the sample: at least that" in html

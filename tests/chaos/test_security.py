@@ -140,7 +140,9 @@ SQL_ASSEMBLY = {
                "column", "status", "probe", "text", "number",
                # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py),
                # ORDER BY of quoted columns (order), a key's range of quoted columns (key_range)
-               "first", "order", "key_range"},
+               "first", "order", "key_range",
+               # issue 17: the throughput rollup's upsert and the sampled status counts
+               "key", "count", "upsert", "run_at"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hidden_package import without
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
@@ -15,34 +17,7 @@ pytestmark = pytest.mark.skipif(
     reason="a SQLite-only install; runs in the sqlite pass",
 )
 
-WITHOUT_PSYCOPG = """
-import importlib, pkgutil, sys
-
-class NoPsycopg:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("psycopg", "psycopg_binary", "psycopg_c", "psycopg2"):
-            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
-
-sys.meta_path.insert(0, NoPsycopg())
-for name in [m for m in sys.modules if m.split(".")[0] == "psycopg"]:
-    del sys.modules[name]
-
-import django
-django.setup()
-import django_sqlqueue
-
-def import_all(path, prefix):
-    for module in pkgutil.iter_modules(path, prefix):
-        if module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0):
-            continue  # django.tasks is Django 6's
-        if module.name == "django_sqlqueue.admin":
-            continue  # needs django.contrib.admin; scripts/check_install.sh serves it, no psycopg
-        imported = importlib.import_module(module.name)
-        if module.ispkg:
-            import_all(imported.__path__, module.name + ".")
-
-import_all(django_sqlqueue.__path__, "django_sqlqueue.")
-
+WITHOUT_PSYCOPG = without("psycopg", "psycopg_binary", "psycopg_c", "psycopg2") + """
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django_sqlqueue.execution import run_job

@@ -9,8 +9,9 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import registry
-from ...worker import children
+from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
+from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.supervisor import Supervisor
@@ -50,10 +51,19 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true",
                             help="neither sync the @schedule declarations of this code nor "
                                  "enqueue due ticks (other workers do)")
+        parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                            help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (0: "
+                                 "any free port); with --processes, the supervisor serves them "
+                                 "all. Needs the [prometheus] extra")
+        parser.add_argument("--metrics-address", default="0.0.0.0", metavar="ADDRESS",
+                            help="the interface --metrics-port listens on (default 0.0.0.0)")
+        parser.add_argument("--log-format", choices=log_format.FORMATS, default="text",
+                            help="text for people (default); keyvalue or json: every line the "
+                                 "worker writes is one key=value or JSON line with stable keys")
         parser.add_argument("--supervised", action="store_true", help=argparse_suppress())
 
     def handle(self, *args, **options):
-        self._configure_logging(options["verbosity"])
+        self._configure_logging(options["verbosity"], options["log_format"])
         try:
             config = WorkerConfig(
                 queues=options["queues"], concurrency=options["concurrency"],
@@ -62,18 +72,25 @@ class Command(BaseCommand):
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],
-                scheduler=not options["no_scheduler"],
+                scheduler=not options["no_scheduler"], metrics_port=options["metrics_port"],
+                metrics_address=options["metrics_address"], log_format=options["log_format"],
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
         if config.queues and not config.supervised:
             self._warn_about_queues_no_task_uses(config.queues)
-        if config.processes > 1 and not config.supervised:
-            sys.exit(self._supervise(config, options["start_method"]))
+        # The supervisor's, or the only process's; a supervised child never serves.
+        export = None if config.supervised else self._export_metrics(config)
         try:
-            code = WorkerProcess(config, out=self.stdout).run()
-        except PoolStartError as exc:
-            raise CommandError(str(exc)) from None
+            if config.processes > 1 and not config.supervised:
+                sys.exit(self._supervise(config, options["start_method"], export))
+            try:
+                code = WorkerProcess(config, out=self.stdout).run()
+            except PoolStartError as exc:
+                raise CommandError(str(exc)) from None
+        finally:
+            if export is not None:
+                export.close()
         if code == RECYCLE_EXIT_CODE and not config.supervised:
             # No supervisor to restart us: replace this process with a fresh one (same pid).
             self.stdout.flush()
@@ -93,7 +110,21 @@ class Command(BaseCommand):
                     f"jobs enqueued with queue={queue!r}."
                 )
 
-    def _supervise(self, config, start_method) -> int:
+    def _export_metrics(self, config) -> MetricsExport | None:
+        if config.metrics_port is None:
+            return None
+        export = MetricsExport(port=config.metrics_port, address=config.metrics_address,
+                               processes=config.processes)
+        try:
+            self.stdout.write(export.start())
+        except OSError as exc:
+            export.close()
+            raise CommandError(f"--metrics-port {config.metrics_port}: cannot listen on "
+                               f"{config.metrics_address}:{config.metrics_port} ({exc}); pick "
+                               "a free port") from None
+        return export
+
+    def _supervise(self, config, start_method, export) -> int:
         if start_method == "fork":
             blocker = children.fork_blocker()
             if blocker:
@@ -110,17 +141,27 @@ class Command(BaseCommand):
         else:
             argv = [*_this_command(), "--processes", "1", "--supervised"]
             start_child = functools.partial(children.spawn, argv)
+        serving = {} if export is None else {"idle": export.serve,
+                                             "on_child_exited": export.child_exited}
         return Supervisor(processes=config.processes, start_child=start_child,
                           start_method=start_method, burst=config.burst,
-                          shutdown_timeout=config.shutdown_timeout, out=self.stdout).run()
+                          shutdown_timeout=config.shutdown_timeout, out=self.stdout,
+                          log_format=config.log_format, **serving).run()
 
-    def _configure_logging(self, verbosity):
-        """Print the worker's key=value lines unless the project configured these loggers."""
+    def _configure_logging(self, verbosity, line_format):
+        """Print the worker's log lines unless the project configured these loggers; with
+        --log-format keyvalue/json, the handlers the project gave them write that format."""
         logger = logging.getLogger("django_sqlqueue")
-        if logger.handlers or verbosity == 0:
+        if verbosity == 0:
+            return
+        formatter = log_format.Formatter(line_format)
+        if logger.handlers:
+            if line_format != "text":
+                for handler in logger.handlers:
+                    handler.setFormatter(formatter)
             return
         handler = logging.StreamHandler(self.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(formatter)
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
         logger.propagate = False

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_sqlqueue', '0006_schedule'),
+        ('django_sqlqueue', '0008_trace_context'),
     ]
 
     operations = [

@@ -1,0 +1,68 @@
+"""``manage.py stats``: per queue, jobs by state, lag, throughput of the last minutes and live
+workers; ``--watch`` refreshes, ``--json`` prints the document scripts read."""
+
+import json
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import router
+
+from ... import snapshot
+from ...models import Job
+from ..stats_text import COLUMNS, lines
+
+#: A terminal's "cursor home, clear to the end": each refresh draws over the last one.
+REDRAW = "\x1b[H\x1b[J"
+DEFAULT_WATCH_SECONDS = 2.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Show each queue now: jobs queued (due), scheduled, running, retrying and exhausted, "
+        "lag, jobs done per minute over the last 5 minutes and in the last hour, and live "
+        "workers. Columns: " + "; ".join(f"{h}: {what}" for h, what in COLUMNS) + "."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--watch", nargs="?", type=float, const=DEFAULT_WATCH_SECONDS, metavar="SECONDS",
+            help=f"refresh every SECONDS (default {DEFAULT_WATCH_SECONDS:g}) until Ctrl-C: in "
+                 "place on a terminal, else one table (or JSON line) after another")
+        parser.add_argument("--json", action="store_true",
+                            help="print a JSON document (one per line with --watch); its "
+                                 "schema is in docs/observability.md")
+        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+
+    def handle(self, *args, **options):
+        alias = options["database"] or router.db_for_write(Job)
+        if alias not in settings.DATABASES:
+            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
+                               f"{', '.join(settings.DATABASES)}).")
+        every = options["watch"]
+        if every is not None and not every > 0:
+            raise CommandError(f"--watch takes a number of seconds more than 0, not {every:g} "
+                               f"(for example --watch {DEFAULT_WATCH_SECONDS:g}).")
+        in_place = every is not None and not options["json"] and self._on_terminal()
+        try:
+            while True:
+                self._show(snapshot.take(alias=alias), options["json"], in_place)
+                if every is None:
+                    return
+                time.sleep(every)
+        except KeyboardInterrupt:  # Ctrl-C ends --watch; not an error
+            if not options["json"]:
+                self.stdout.write("")
+
+    def _show(self, snap, as_json, in_place):
+        if as_json:
+            self.stdout.write(json.dumps(snap.as_json()))
+        else:
+            text = "\n".join(lines(snap))
+            self.stdout.write(REDRAW + text if in_place else text + "\n")
+        self.stdout.flush()
+
+    def _on_terminal(self) -> bool:
+        stream = getattr(self.stdout, "_out", sys.stdout)
+        return hasattr(stream, "isatty") and stream.isatty()

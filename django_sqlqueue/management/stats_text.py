@@ -1,0 +1,60 @@
+"""``manage.py stats`` as text: one line per queue, aligned, for a terminal or a log."""
+
+from ..durations import seconds_text
+from ..snapshot import EXACT_LIMIT
+
+#: (heading, what it shows) per column, in order.
+COLUMNS = (
+    ("QUEUE", "the queue's name"),
+    ("QUEUED", "queued and due now"),
+    ("SCHEDULED", "queued with a future run_at"),
+    ("RUNNING", "claimed by a worker"),
+    ("RETRYING", "an attempt failed; waiting for the next"),
+    ("EXHAUSTED", "failed for good (in the table now)"),
+    ("LAG", "how long the oldest due job has waited past its run_at"),
+    ("DONE/MIN", "jobs that ended succeeded or exhausted per minute, last 5 minutes"),
+    ("1H", "jobs that ended succeeded or exhausted in the last hour"),
+    ("FAILED 1H", "jobs that ended exhausted in the last hour"),
+    ("WORKERS", "live workers taking the queue"),
+)
+RATE_MINUTES = 5
+
+
+def lines(snap) -> list[str]:
+    """The heading line, the table, and notes on what needs attention."""
+    live = snap.live_workers
+    silent = len(snap.workers) - len(live)
+    head = (f"{snap.taken_at:%Y-%m-%d %H:%M:%S %Z}  {len(live)} live worker"
+            f"{'' if len(live) == 1 else 's'}"
+            + (f", {silent} silent" if silent else "")
+            + f", {sum(w.concurrency for w in live)} slots")
+    rows = [[heading for heading, _ in COLUMNS]]
+    for queue in snap.queues:
+        hour = queue.throughput["1h"]
+
+        def count(state, counts=queue.counts):
+            return ("~" if state in snap.estimated else "") + str(counts[state])
+
+        lag = "-" if queue.lag_seconds is None else seconds_text(queue.lag_seconds, coarse=True)
+        if queue.lag_seconds is not None and "queued" in snap.estimated:
+            lag = f">{lag}"
+        rows.append([
+            queue.name, count("queued"), count("scheduled"), count("running"), count("failed"),
+            count("exhausted"), lag + (" !" if queue.unserved else ""),
+            f"{queue.per_minute_rate(RATE_MINUTES):.1f}",
+            str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),
+            str(queue.live_workers),
+        ])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    table = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+             for row in rows]
+    notes = [f"! queue {q.name}: jobs are due and no live worker takes it"
+             for q in snap.queues if q.unserved]
+    if not snap.queues:
+        notes.append("no jobs")
+    if snap.estimated:
+        notes.append("~ estimated from a sample of the table (counted exactly up to "
+                     f"{EXACT_LIMIT:,} jobs)" + ("; > the lag is at least this" if "queued" in
+                                                  snap.estimated else ""))
+    return [head, *table, *notes]

@@ -1,0 +1,23 @@
+"""The Prometheus endpoint of any Django process: the queue-level gauges read from the database
+(queue_metrics.py). Include ``django_sqlqueue.urls``; docs/observability.md shows how."""
+
+from django.db import router
+from django.http import HttpResponse
+from django.views.decorators.http import require_GET
+
+from . import metrics as worker_metrics
+from .models import Job
+from .queue_metrics import QueueMetricsCollector
+
+
+@require_GET
+def metrics(request):
+    """The gauges in Prometheus's text format (OpenMetrics if the scraper asks for it)."""
+    worker_metrics.require("the django_sqlqueue metrics view")
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueMetricsCollector(router.db_for_read(Job)))
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encode(registry), content_type=content_type)
