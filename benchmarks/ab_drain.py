@@ -26,10 +26,10 @@ from benchmarks.run import SIZES, venv_python
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def drain_once(cluster, checkout: Path, label: str, n: int) -> dict:
+def drain_once(cluster, checkout: Path, label: str, n: int, scenario: str = "drain") -> dict:
     dsn = cluster.create_database(f"ab_{label}")
     logdir = Path(tempfile.mkdtemp(prefix=f"ab-{label}-"))
-    config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}}, "scenarios": ["drain"],
+    config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}}, "scenarios": [scenario],
               "logdir": str(logdir)}
     # Each checkout runs its own driver and code: the working directory comes first on
     # sys.path, before the virtualenv's editable install of this checkout.
@@ -40,7 +40,7 @@ def drain_once(cluster, checkout: Path, label: str, n: int) -> dict:
     )
     if done.returncode != 0:
         sys.exit(f"{label}: the driver failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["drain"]
+    return json.loads(done.stdout.strip().splitlines()[-1])[scenario]
 
 
 def main():
@@ -48,6 +48,9 @@ def main():
     parser.add_argument("before", type=Path, help="the other checkout (a git worktree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=SIZES["drain"]["default"])
+    parser.add_argument("--keyed", action="store_true",
+                        help="also drain this checkout with a per-key limit in force (the "
+                             "drain_keyed scenario: 100 concurrency keys, 2 running per key)")
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": ROOT}
     rates = {label: [] for label in checkouts}
@@ -60,11 +63,21 @@ def main():
                 print(f"round {round_number} {label:6} once started "
                       f"{drain['steady_jobs_per_s']:>8,.0f} jobs/s, incl. start-up "
                       f"{drain['jobs_per_s']:>8,.0f} jobs/s", flush=True)
+            if args.keyed:
+                drain = drain_once(cluster, ROOT, "keyed", args.jobs, "drain_keyed")
+                rates.setdefault("keyed", []).append(drain["steady_jobs_per_s"])
+                print(f"round {round_number} keyed  once started "
+                      f"{drain['steady_jobs_per_s']:>8,.0f} jobs/s, incl. start-up "
+                      f"{drain['jobs_per_s']:>8,.0f} jobs/s ({drain['keys']} keys, "
+                      f"{drain['key_limit']} running per key)", flush=True)
     finally:
         cluster.destroy()
     before, after = (statistics.median(rates[label]) for label in checkouts)
     print(f"median once started: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
           f"({after / before:.2f}x)")
+    if args.keyed:
+        print(f"median once started with a per-key limit in force: "
+              f"{statistics.median(rates['keyed']):,.0f} jobs/s")
 
 
 if __name__ == "__main__":

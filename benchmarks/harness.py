@@ -583,6 +583,14 @@ def _run_one(runner, system, scenario, sizes, config):
         if scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
             return runner.drain(runner._size("drain"), processes, cap, label=scenario,
                                 queue="default")
+        if scenario == "drain_keyed":  # django-sqlqueue: the drain, a per-key limit in force
+            keys, key_limit = sizes.get("drain_keys", 100), sizes.get("drain_key_limit", 2)
+            system.limit_keys(keys, key_limit)
+            try:
+                return {**runner.drain(runner._size("drain"), processes, cap, label=scenario),
+                        "keys": keys, "key_limit": key_limit}
+            finally:
+                system.limit_keys(None, None)
         if scenario == "memory":
             return runner.drain(runner._size("memory"), 1, sizes["memory_cap_s"],
                                 label=scenario, feed=sizes["memory_backlog"])

@@ -26,10 +26,13 @@ ENQUEUE_OPTIONS = frozenset(
     {
         "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
         "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
+        "concurrency_key",
     }
 )
 #: Options that describe one enqueue, not the task, so ``@job`` refuses them.
 PER_CALL_OPTIONS = frozenset({"run_at", "delay", "unique_key"})
+#: Options an enqueue may change without the task's other options being checked again.
+CHEAP_OPTIONS = PER_CALL_OPTIONS | {"concurrency_key"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = Non
         "timeout_seconds": None
         if timeout is None
         else validation.seconds(timeout, "timeout", allow_zero=False),
+        # A task's own key (its jobs share the per-key limits of their queue); an enqueue may
+        # give another.
+        "concurrency_key": validation.concurrency_key(options.get("concurrency_key")) or "",
     }
     # max_age counts from the moment the job is due, so a job scheduled for tomorrow with
     # max_age=1h may start until one hour after its run_at.
@@ -75,7 +81,7 @@ def prepare_job(model, task, args, kwargs, options=None):
     """An unsaved, complete ``model`` (Job) of ``task``, a registered Task; ``options`` are the
     enqueue options of this call (names already checked), over the task's own."""
     merged = {**task.options, **options} if options else task.options
-    if not options or PER_CALL_OPTIONS.issuperset(options):
+    if not options or CHEAP_OPTIONS.issuperset(options):
         defaults = task.job_defaults()  # checked once per task
     else:  # this call changes some of the task's options: check them together
         defaults = job_defaults(task.name, merged)
@@ -83,6 +89,8 @@ def prepare_job(model, task, args, kwargs, options=None):
         defaults, args, kwargs, run_at=merged.get("run_at"), delay=merged.get("delay"),
         unique_key=merged.get("unique_key"),
     )
+    if options and "concurrency_key" in options:
+        fields["concurrency_key"] = validation.concurrency_key(options["concurrency_key"]) or ""
     return build_job(model, fields)
 
 

@@ -43,6 +43,10 @@ class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters."""
 
 
+class InvalidConcurrencyKey(InvalidJob):
+    """The concurrency key is not a non-empty string of at most 255 characters."""
+
+
 class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     """A periodic schedule (``@schedule``) has an invalid cron expression, interval, time zone,
     missed-tick policy, name or arguments."""
@@ -72,3 +76,7 @@ class JobCancelled(SQLQueueError):
     """The attempt was stopped because someone cancelled the job while it ran (recorded in the
     job's errors, and as the error of its ``django.tasks`` result). A job may raise it itself
     after seeing ``current_job().cancel_requested``; returning works as well."""
+
+
+class InvalidQueueLimit(SQLQueueError, ValueError):
+    """A queue limit is not a whole number of 0 or more, or a rate period is not above 0."""

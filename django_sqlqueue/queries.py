@@ -14,7 +14,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import signals, sql
+from . import queue_limits, signals, sql
 from .batches import short_transaction
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
@@ -119,8 +119,9 @@ class JobQuerySet(models.QuerySet):
 
         ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
         (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
-        ``unique_key``, ``retry_backoff`` / ``retry_min_delay`` / ``retry_max_delay`` /
-        ``retry_jitter``, and ``using`` (database alias; default: the router's choice for Job).
+        ``unique_key``, ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
+        ``retry_min_delay`` / ``retry_max_delay`` / ``retry_jitter``, and ``using`` (database
+        alias; default: the router's choice for Job).
 
         With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
         job is returned instead.
@@ -180,7 +181,8 @@ class JobQuerySet(models.QuerySet):
         return jobs
 
     # ---- claim ---------------------------------------------------------------------------
-    def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None) -> list:
+    def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None,
+              controls=None) -> list:
         """Claim up to ``limit`` ready jobs for ``worker_id`` and return them, running.
 
         The jobs are picked in claim order with ``FOR UPDATE SKIP LOCKED`` and updated in the
@@ -188,6 +190,11 @@ class JobQuerySet(models.QuerySet):
         ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a fresh claim
         token that fences every later outcome write. The statement commits on its own (or with
         the caller's transaction, inside ``atomic()``).
+
+        Paused queues are skipped and limited ones claimed within their limits
+        (queue_limits.py), as the Queue table says: read now, or as given in ``controls``
+        (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
+        queue paused or limited, the claim is the one statement above.
         """
         if isinstance(queues, str):
             queues = [queues]
@@ -198,6 +205,35 @@ class JobQuerySet(models.QuerySet):
         lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
         if hasattr(lease_seconds, "total_seconds"):
             lease_seconds = lease_seconds.total_seconds()
+        if controls is None:
+            controls = queue_limits.read_controls(self.model, self._write_alias())
+        if controls.unused:
+            return self.claim_ready(queues, worker_id, limit, lease_seconds, now)
+        return queue_limits.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
+                                             controls)
+
+    def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None) -> list:
+        """The claim of queues that no pause or limit holds back (``claim`` checked the
+        arguments): one statement."""
+        alias = self._write_alias()
+        if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
+            picked = (
+                self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
+                .select_for_update(skip_locked=True).values("pk")[:limit]
+            )
+            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+        else:
+            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues),
+                                        now is None)
+            db_now = () if now is None else (
+                self.model._meta.get_field("run_at").get_db_prep_value(
+                    now, connections[alias]),) * 2
+            picked_params = (*db_now, *(queues or ()), limit)
+        return self.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, now)
+
+    def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
+        """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
+        statement (sql.claim_jobs), and return them as jobs in claim order."""
         alias = self._write_alias()
         connection = connections[alias]
         # Without ``now``, claim times and leases come from the database's clock when the row is
@@ -215,18 +251,6 @@ class JobQuerySet(models.QuerySet):
         if now is None:
             assignments += (("claimed_at", sql.NOW), ("lease_expires_at", sql.NOW_PLUS))
             clock_params = [float(lease_seconds)]
-        if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
-            picked = (
-                self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
-                .select_for_update(skip_locked=True).values("pk")[:limit]
-            )
-            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-        else:
-            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues),
-                                        now is None)
-            db_now = () if now is None else (
-                self.model._meta.get_field("run_at").get_db_prep_value(now, connection),) * 2
-            picked_params = (*db_now, *(queues or ()), limit)
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
         # The lease is the claim time plus the lease, computed here rather than read back.

@@ -91,6 +91,89 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
     )
 
 
+# ---- the claim of paused and limited queues (queue_limits.py) ------------------------------
+# Only a worker that finds a queue paused or limited in the Queue table runs these; the claim of
+# every other queue is ready_ids + claim_jobs, one statement.
+
+def ready_queues(model, connection) -> str:
+    """SELECT the distinct queue names of ready rows, in name order, up to a limit (parameter);
+    returns the SQL text. A skip scan: one probe of ``sqlqueue_job_ready`` per queue, however
+    many rows each holds, where ``SELECT DISTINCT`` would read every ready row. Due or not
+    (a queue found with only later jobs costs its claim one empty probe)."""
+    return _ready_distinct(model, connection, "queue", "")
+
+
+def ready_keys(model, connection) -> str:
+    """SELECT the distinct concurrency keys (not "", no key) of one queue's ready rows, in key
+    order, up to a limit; returns the SQL text. Parameters: the queue, the queue again, the
+    limit. A skip scan of ``sqlqueue_job_ready_by_key``: one probe per key, so a key with a
+    backlog of 100,000 jobs costs what a key with one costs."""
+    quote = connection.ops.quote_name
+    queue = f"{quote(model._meta.get_field('queue').column)} = %s AND "
+    return _ready_distinct(model, connection, "concurrency_key", queue, after="''")
+
+
+def _ready_distinct(model, connection, field: str, queue: str, after="") -> str:
+    """The recursive skip scan of ready_queues and ready_keys: each step finds the smallest
+    value above the previous one (``queue`` is the text of a leading condition, or ""; the
+    first value is above ``after``, SQL text of a constant, or any non-NULL one)."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    column = quote(model._meta.get_field(field).column)
+    statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
+    status = quote(model._meta.get_field("status").column)
+    probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
+             f"WHERE {queue}{status} IN ({statuses}) AND {column} ")
+    first = f"> {after}" if after else "IS NOT NULL"
+    return (
+        f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
+        f"SELECT ({probe}{first} ORDER BY {column} LIMIT 1) "
+        f"UNION ALL SELECT ({probe}> found.value ORDER BY {column} LIMIT 1) "
+        f"FROM found WHERE found.value IS NOT NULL) "
+        f"SELECT value FROM found WHERE value IS NOT NULL LIMIT %s"
+    )
+
+
+def ready_ids_by_key(model, connection, queue: str, wanted: dict, now):
+    """SELECT (id, concurrency key, priority, run_at) of the first ready rows of one queue's
+    keys, each key's in claim order, at most ``wanted[key]`` of each (the key "" is the jobs
+    without a key); returns (sql, params). The caller merges them in claim order.
+
+    Each key's rows are read from its own range of ``sqlqueue_job_ready_by_key`` and the read
+    stops after ``wanted[key]`` rows, so the rows of keys left out (those at their limit) are
+    never read. On PostgreSQL one LATERAL join over the arrays of keys and counts: the text is
+    the same for any number of keys (planning a UNION ALL of 100 parts cost more than running
+    it). SQLite has no LATERAL: a ``UNION ALL`` of one subquery per key (at most 500 parts).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    col = {name: quote(model._meta.get_field(name).column) for name in
+           ("id", "status", "run_at", "expires_at", "queue", "priority", "concurrency_key")}
+    statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
+    columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
+    rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
+            f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
+            f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
+            f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
+    order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
+    if connection.vendor == "postgresql":
+        # The key as a range of one value, and sorted by first: with "= wanted.k" the key's
+        # order is implied, sqlqueue_job_ready serves the same order, and PostgreSQL sometimes
+        # walked that one, filtering out a key's 100,000 rows to find another's. Only
+        # sqlqueue_job_ready_by_key gives this order without a sort.
+        key_range = (f">= wanted.k AND {col['concurrency_key']} <= wanted.k ORDER BY "
+                     f"{col['concurrency_key']}, {col['priority']} DESC, {col['run_at']}, "
+                     f"{col['id']} LIMIT wanted.n")
+        return (
+            f"SELECT part.* FROM unnest(%s::text[], %s::int[]) AS wanted(k, n) "  # noqa: S608
+            f"CROSS JOIN LATERAL ({rows}{key_range}) AS part",
+            [list(wanted), list(wanted.values()), now, now, queue])
+    parts = [f"SELECT * FROM ({rows}= %s{order}%s) AS part{number}"  # noqa: S608 - names only
+             for number in range(len(wanted))]
+    params = [value for key, count in wanted.items() for value in (now, now, queue, key, count)]
+    return " UNION ALL ".join(parts), params
+
+
 #: How ``claim_jobs`` sets a column: from a parameter, to the database's "now", or to "now"
 #: plus the seconds of a parameter.
 PARAM, NOW, NOW_PLUS = "param", "now", "now plus"

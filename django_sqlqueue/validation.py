@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from .conf import QUEUE_NAME_RE
 from .exceptions import (
+    InvalidConcurrencyKey,
     InvalidPayload,
     InvalidPriority,
     InvalidQueueName,
@@ -206,11 +207,22 @@ def retry_policy(*, backoff, min_delay, max_delay, jitter) -> dict:
 
 
 def unique_key(value):
+    return _key(value, "unique_key", InvalidUniqueKey)
+
+
+def concurrency_key(value):
+    """A key, or None for none (stored as "")."""
+    return _key(value, "concurrency_key", InvalidConcurrencyKey,
+                example=' (e.g. f"customer-{customer.pk}")')
+
+
+def _key(value, option, error, example=""):
+    """``value`` if it is None or a string of 1 to 255 characters; else ``error``."""
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > UNIQUE_KEY_MAX_LENGTH:
-        raise InvalidUniqueKey(
-            f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX_LENGTH} "
-            f"characters, not {value!r}."
+        raise error(
+            f"{option} must be a non-empty string of at most {UNIQUE_KEY_MAX_LENGTH} "
+            f"characters{example}, not {value!r}."
         )
     return value

@@ -33,6 +33,15 @@ class System(harness.System):
         from django_sqlqueue.models import Job
 
         self.tasks, self.Order, self.Job = tasks, Order, Job
+        self.keys = None  # drain_keyed: jobs spread over this many concurrency keys
+
+    def limit_keys(self, keys, key_limit):
+        """The drain_keyed scenario: the next prefill spreads the jobs over ``keys`` concurrency
+        keys, and the queue allows ``key_limit`` running jobs per key (None: back to none)."""
+        from django_sqlqueue import queue_control
+
+        self.keys = keys
+        queue_control.set_limits("default", key_concurrency_limit=key_limit)
 
     def version(self):
         import django
@@ -79,6 +88,16 @@ class System(harness.System):
     def prefill(self, n, task="benchmarks.benchapp.tasks.noop"):
         # A plain SQL INSERT of task name and payload is a documented way to enqueue; every
         # other column takes its database default. Much faster than building n Job objects.
+        if self.keys:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {TABLE} (task_name, payload, concurrency_key) "  # noqa: S608
+                    "SELECT 'benchmarks.benchapp.tasks.noop', "
+                    "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb), "
+                    "'customer-' || (i %% %s) FROM generate_series(1, %s) AS i",
+                    [self.keys, n],
+                )
+            return
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608

@@ -24,7 +24,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import snapshot
+from .. import queue_control, snapshot
 from ..conf import get_settings
 from ..models import Job
 from ..statuses import JobStatus
@@ -55,12 +55,32 @@ class QueueCard:
 
     queue: snapshot.QueueSnapshot
     list_url: str = ""
+    # Its pause, limits and what its waiting jobs wait on (queue_control.states), if it has a
+    # Queue row.
+    control: queue_control.QueueState | None = None
     bars: list = field(default_factory=list)  # (label, count, colour, width %, list url)
     chart: str = ""
 
     @property
     def name(self) -> str:
         return self.queue.name
+
+    @property
+    def paused(self) -> bool:
+        return self.control is not None and self.control.paused
+
+    @property
+    def limits(self) -> str:
+        return "none" if self.control is None else self.control.limits
+
+    @property
+    def waiting_on(self) -> str:
+        """The pause, the limits and the keys at their limits that hold its ready jobs back."""
+        if self.control is None:
+            return "-"
+        keys = [f"key {key}: {reason}" for key, reason in sorted(
+            self.control.keys_at_limit.items())[:5]]
+        return "; ".join([*self.control.waiting_on, *keys]) or "-"
 
     @property
     def counts(self) -> dict:
@@ -117,15 +137,27 @@ QUEUE_COLUMNS = [
            level=lambda c: "alert" if c.failed("1h") else "ok"),
     Column("Done 24 h", lambda c: c.done("24h")),
     Column("Done 7 d", lambda c: c.done("7d")),
+    Column("State", lambda c: "paused" if c.paused else "active", "paused: no worker claims "
+           "its jobs (manage.py queues resume)", level=lambda c: "warn" if c.paused else "ok"),
+    Column("Limits", lambda c: c.limits, "running at once and starts per period, of the queue "
+           "and per concurrency key (docs/limits.md)"),
+    Column("Waiting on", lambda c: c.waiting_on, "what holds its ready jobs back"),
 ]
 
 
 def build(list_url: str, now=None, *, alias: str = "default") -> dict:
     """The page's context, and the snapshot it came from (``"snapshot"``)."""
     snap = snapshot.take(alias=alias, now=now or timezone.now())
+    # The Queue rows, with the counts of the snapshot (one more query; a limited queue adds
+    # one or two to count what waits on its limits).
+    controls = {state.name: state for state in queue_control.states(
+        using=alias, now=now,
+        running={queue.name: queue.counts["running"] for queue in snap.queues},
+        ready={queue.name: queue.counts["queued"] for queue in snap.queues})}
     cards = []
     for queue in snap.queues:
-        card = QueueCard(queue, list_url=f"{list_url}?{urlencode({'queue': queue.name})}")
+        card = QueueCard(queue, list_url=f"{list_url}?{urlencode({'queue': queue.name})}",
+                         control=controls.get(queue.name))
         card.bars = status_bars(queue.counts, list_url, queue.name)
         card.chart = throughput_svg(queue.per_minute, snap.minute_start,
                                     label=f"Throughput of queue {queue.name}")

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from .. import __version__, metrics
 from ..models import Job, Worker
+from ..queue_limits import QueueControls, read_controls
 from ..sql import DatabaseNow
 from . import identity, log_format
 from .cancels import CancelWatcher
@@ -82,6 +83,9 @@ class WorkerProcess:
         self.scheduler = (Scheduler(SchedulerConfig(holder=self.worker_id), alias=self.alias)
                           if config.scheduler else None)
         self.schedules_synced = None  # scheduling.SyncResult of the sync at start
+        # The paused and limited queues (queue_limits.py), read again once per poll interval:
+        # that is how soon every worker follows a pause, a resume or a new limit.
+        self.controls = QueueControls(read_at=-float("inf"))
 
     # ---- life cycle --------------------------------------------------------------------
     def run(self) -> int:
@@ -183,13 +187,19 @@ class WorkerProcess:
         if free <= 0:
             return []
         jobs = Job.objects.using(self.alias).claim(
-            self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds
+            self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
+            controls=self._controls(),
         )
         self.claimed_full_batch = len(jobs) == free
         for job in jobs:
             self.pool.submit(job)
         self.claimed_total += len(jobs)
         return jobs
+
+    def _controls(self) -> QueueControls:
+        if time.monotonic() - self.controls.read_at >= self.config.poll_interval:
+            self.controls = read_controls(Job, self.alias)
+        return self.controls
 
     def _gather_free_slots(self, wait=0.01):
         """With only a few slots free and jobs still running, wait a moment for more: one claim
@@ -202,7 +212,8 @@ class WorkerProcess:
     def _due_soon(self) -> bool:
         """Burst mode waits for retries and scheduled jobs due within one poll interval."""
         horizon = timezone.now() + dt.timedelta(seconds=self.config.poll_interval)
-        return Job.objects.using(self.alias).ready(horizon).in_queues(self.config.queues).exists()
+        return (Job.objects.using(self.alias).ready(horizon).in_queues(self.config.queues)
+                .exclude(queue__in=list(self._controls().paused)).exists())
 
     def _check_recycle(self):
         """Past a limit, stop claiming; once the running jobs are done, recycle."""

@@ -156,9 +156,9 @@ def test_dashboard_with_no_jobs(admin_client):
 
 def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries):
     # session, user; ready, running, the row estimate (PostgreSQL), finished, the rollup's
-    # cursor, its hours and minutes (once it has run), the jobs since, workers; cancelling
-    # (only while jobs run)
-    with django_assert_max_num_queries(12):
+    # cursor, its hours and minutes (once it has run), the jobs since, workers, the Queue
+    # rows (pauses and limits); cancelling (only while jobs run)
+    with django_assert_max_num_queries(13):
         admin_client.get(DASHBOARD)
 
 

@@ -134,8 +134,15 @@ SQL_ASSEMBLY = {
                # the INSERT of new jobs (moved from inserting.py): names and column types
                "names", "sql_type", "position", "channel", "query_sql", "rows", "insert",
                "select", "clock_from", "succeeded", "local",
+               # Issue 16, the claim of limited queues: a quoted column and the status column
+               # (column, status), the text of a probe or a part built of those (probe, text),
+               # and the part's number in a UNION ALL (an int from enumerate).
+               "column", "status", "probe", "text", "number",
+               # the first probe's condition: "IS NOT NULL" or "> ''" (constants of sql.py),
+               # ORDER BY of quoted columns (order), a key's range of quoted columns (key_range)
+               "first", "order", "key_range",
                # issue 17: the throughput rollup's upsert and the sampled status counts
-               "key", "count", "status", "upsert", "run_at",
+               "key", "count", "upsert", "run_at",
                # Cancelling running jobs (issue 16): a status constant, CASE fragments of
                # column names and status constants.
                "cancelled", "given_up"},

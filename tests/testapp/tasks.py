@@ -132,3 +132,21 @@ async def async_sleep(seconds=60):
 
     await sync_to_async(_started)()
     await asyncio.sleep(seconds)
+
+
+@job(name="tests.timed")
+def timed(seconds, tag=""):
+    """Record this run's own start and end (tests/process/test_limits_race.py): a Run row
+    written when it starts and finished when it ends, around ``seconds`` of sleep."""
+    import os
+    import time
+
+    from django.utils import timezone
+
+    from .models import Run
+
+    job = current_job()
+    run = Run.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
+                             pid=os.getpid(), key=tag, started_at=timezone.now())
+    time.sleep(seconds)
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())

@@ -28,6 +28,7 @@ def values():
         "claimed_at": now, "finished_at": None, "claimed_by": "w", "claim_token": uuid.uuid4(),
         "lease_expires_at": now + dt.timedelta(seconds=30), "cancel_requested_at": None,
         "cancelled_by": None, "result": None, "errors": [], "unique_key": None,
+        "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
     }
 

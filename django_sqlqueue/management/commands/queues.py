@@ -1,0 +1,109 @@
+"""``manage.py queues``: list the queues (paused, limits, what their jobs wait for); pause,
+resume or limit one (queue_control.py does the work)."""
+
+import json
+from dataclasses import asdict
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import router
+
+from ... import queue_control
+from ...exceptions import InvalidJob, InvalidQueueLimit
+from ...models import Queue
+
+LIMIT_OPTIONS = (
+    ("--concurrency", "concurrency_limit", "running jobs of the queue at once"),
+    ("--rate", "rate_limit", "starts of the queue per --period"),
+    ("--key-concurrency", "key_concurrency_limit", "running jobs at once per concurrency_key"),
+    ("--key-rate", "key_rate_limit", "starts per --period per concurrency_key"),
+)
+
+
+def limit_value(text):
+    """A whole number, or "none" for no limit."""
+    if text.lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"a limit is a whole number or 'none', not {text!r}.") from None
+
+
+class Command(BaseCommand):
+    help = (
+        "List the queues: paused or not, their limits, running and ready jobs, and what the "
+        "ready ones wait for. 'queues pause NAME', 'queues resume NAME' and 'queues limit NAME "
+        "--concurrency 5' change one; every worker follows within one poll interval."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        parser.add_argument("--json", action="store_true", help="print a JSON list")
+        actions = parser.add_subparsers(dest="action", metavar="ACTION")
+        for name, what in (("pause", "stop claiming jobs of these queues (running jobs "
+                                     "finish, enqueue goes on)"),
+                           ("resume", "claim jobs of these queues again")):
+            action = actions.add_parser(name, help=what)
+            action.add_argument("names", nargs="+", metavar="QUEUE")
+        limit = actions.add_parser("limit", help="set limits of a queue ('none' removes one)")
+        limit.add_argument("names", nargs=1, metavar="QUEUE")
+        for option, dest, what in LIMIT_OPTIONS:
+            limit.add_argument(option, dest=dest, type=limit_value, metavar="N|none",
+                               default=argparse_unset, help=what)
+        limit.add_argument("--period", dest="rate_period_seconds", type=float, metavar="SECONDS",
+                           default=argparse_unset, help="the rate limits' period (default 1)")
+
+    def handle(self, *args, **options):
+        alias = options["database"] or router.db_for_write(Queue)
+        if alias not in settings.DATABASES:
+            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
+                               f"{', '.join(settings.DATABASES)}).")
+        action = options.get("action")
+        try:
+            if action == "pause":
+                for name in options["names"]:
+                    row = queue_control.pause(name, by="manage.py queues", using=alias)
+                    self.stderr.write(f"{name}: paused since {row.paused_at:%Y-%m-%d %H:%M:%S}"
+                                      f"{f' by {row.paused_by}' if row.paused_by else ''}")
+            elif action == "resume":
+                for name in options["names"]:
+                    row = queue_control.resume(name, using=alias)
+                    self.stderr.write(f"{name}: {'resumed' if row else 'was not paused'}")
+            elif action == "limit":
+                limits = {dest: options[dest] for dest in
+                          [dest for _, dest, _ in LIMIT_OPTIONS] + ["rate_period_seconds"]
+                          if options.get(dest) is not argparse_unset}
+                if not limits:
+                    raise CommandError("give at least one limit, e.g. --concurrency 5 or "
+                                       "--rate 100 --period 60 ('none' removes one).")
+                row = queue_control.set_limits(options["names"][0], using=alias, **limits)
+                self.stderr.write(f"{row.name}: limits {row.describe_limits()}")
+        except (InvalidJob, InvalidQueueLimit) as exc:
+            raise CommandError(str(exc)) from None
+        states = queue_control.states(using=alias)
+        if options["json"]:
+            self.stdout.write(json.dumps([asdict(state) for state in states], indent=2))
+        elif not states:
+            self.stdout.write("no queues: no jobs are ready or running, and none is configured")
+        else:
+            self.stdout.write(table(states))
+
+
+argparse_unset = object()  # an option not given (None means "no limit")
+
+
+def table(states) -> str:
+    rows = [("QUEUE", "STATE", "LIMITS", "RUNNING", "READY", "WAITING ON")]
+    for state in states:
+        waiting = list(state.waiting_on)
+        if state.keys_at_limit:
+            keys = ", ".join(sorted(state.keys_at_limit)[:5])
+            more = len(state.keys_at_limit) - 5
+            waiting.append(f"keys at their limit: {keys}{f' (+{more})' if more > 0 else ''}")
+        rows.append((state.name, "paused" if state.paused else "active", state.limits,
+                     str(state.running), str(state.ready), "; ".join(waiting) or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  " + row[-1] for row in rows)

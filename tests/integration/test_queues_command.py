@@ -1,0 +1,54 @@
+"""``manage.py queues``: list, pause, resume, limit."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_sqlqueue.models import Job, Queue
+from tests.testapp.tasks import add, send_email
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def queues(*args):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("queues", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_pause_lists_and_resumes():
+    send_email.enqueue("x@example.com")
+    out, err = queues("pause", "emails")
+    assert "emails: paused since" in err and "by manage.py queues" in err
+    assert Job.objects.claim(None, "w") == []
+    line = next(line for line in out.splitlines() if line.startswith("emails"))
+    assert "paused" in line and line.rstrip().endswith("paused")
+    _, err = queues("resume", "emails")
+    assert err.strip() == "emails: resumed"
+    assert len(Job.objects.claim(None, "w")) == 1
+
+
+def test_limit_sets_and_clears_limits():
+    _, err = queues("limit", "default", "--concurrency", "5", "--rate", "100", "--period", "60",
+                    "--key-concurrency", "1")
+    assert err.strip() == ("default: limits 5 running, 100 starts per 60 s; "
+                           "per key: 1 running")
+    queues("limit", "default", "--rate", "none")
+    row = Queue.objects.get(name="default")
+    assert (row.concurrency_limit, row.rate_limit, row.key_concurrency_limit) == (5, None, 1)
+    add.enqueue(1, 1)
+    (state,) = json.loads(queues("--json")[0])
+    assert state["limits"] == "5 running; per key: 1 running" and state["ready"] == 1
+
+
+def test_bad_input_names_the_fix():
+    with pytest.raises(CommandError, match="whole number or 'none'"):
+        queues("limit", "default", "--concurrency", "five")
+    with pytest.raises(CommandError, match="give at least one limit"):
+        queues("limit", "default")
+    with pytest.raises(CommandError, match="invalid queue name"):
+        queues("pause", "no spaces")
+    with pytest.raises(CommandError, match="above 0"):
+        queues("limit", "default", "--rate", "3", "--period", "0")
