@@ -3,15 +3,14 @@
 import datetime as dt
 import re
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import router
 from django.db.models import Count
 from django.utils import timezone
 
 from ...models import Job
 from ...statuses import FINISHED_STATUSES
 from ...validation import queue_name
+from ..database_option import add_database_option, database_alias
 from ..progress import Progress
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -41,7 +40,7 @@ class Command(BaseCommand):
         parser.add_argument("--queue", "-q", action="append", dest="queues", metavar="Q",
                             help="only this queue; repeat for several (default: all queues)")
         parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
-        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        add_database_option(parser)
 
     def handle(self, *args, **options):
         age = parse_duration(options["older_than"])
@@ -56,12 +55,9 @@ class Command(BaseCommand):
             queues = [queue_name(q) for q in options["queues"]] if options["queues"] else None
         except ValueError as exc:
             raise CommandError(f"--queue: {exc}") from None
-        alias = options["database"]
-        if alias is not None and alias not in settings.DATABASES:
-            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
-                               f"{', '.join(settings.DATABASES)}).")
+        alias = database_alias(options, Job)
         cutoff = timezone.now() - age
-        jobs = Job.objects.using(options["database"] or router.db_for_write(Job))
+        jobs = Job.objects.using(alias)
         jobs = jobs.in_queues(queues).filter(status__in=statuses, finished_at__lt=cutoff)
         counts = dict(jobs.values_list("status").annotate(n=Count("pk")).order_by())
         total = sum(counts.values())

@@ -4,13 +4,12 @@ resume or limit one (queue_control.py does the work)."""
 import json
 from dataclasses import asdict
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import router
 
 from ... import queue_control
 from ...exceptions import InvalidJob, InvalidQueueLimit
 from ...models import Queue
+from ..database_option import add_database_option, database_alias
 
 LIMIT_OPTIONS = (
     ("--concurrency", "concurrency_limit", "running jobs of the queue at once"),
@@ -38,7 +37,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        add_database_option(parser)
         parser.add_argument("--json", action="store_true", help="print a JSON list")
         actions = parser.add_subparsers(dest="action", metavar="ACTION")
         for name, what in (("pause", "stop claiming jobs of these queues (running jobs "
@@ -55,10 +54,7 @@ class Command(BaseCommand):
                            default=argparse_unset, help="the rate limits' period (default 1)")
 
     def handle(self, *args, **options):
-        alias = options["database"] or router.db_for_write(Queue)
-        if alias not in settings.DATABASES:
-            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
-                               f"{', '.join(settings.DATABASES)}).")
+        alias = database_alias(options, Queue)
         action = options.get("action")
         try:
             if action == "pause":

@@ -3,12 +3,11 @@
 import datetime as dt
 import json
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import router
 
 from ... import scheduling
 from ...models import Schedule
+from ..database_option import add_database_option, database_alias
 
 COLUMNS = (("name", "NAME"), ("state", "STATE"), ("description", "WHEN"),
            ("zone", "TIME ZONE"), ("next", "NEXT RUN"), ("last", "LAST RUN"))
@@ -33,13 +32,10 @@ class Command(BaseCommand):
                              ("--run-now", "enqueue one job of")):
             parser.add_argument(option, action="append", default=[], metavar="NAME",
                                 help=f"{what} this schedule; repeat for several")
-        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        add_database_option(parser)
 
     def handle(self, *args, **options):
-        alias = options["database"] or router.db_for_write(Schedule)
-        if alias not in settings.DATABASES:
-            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
-                               f"{', '.join(settings.DATABASES)}).")
+        alias = database_alias(options, Schedule)
         rows = Schedule.objects.using(alias)
         if options["sync"]:
             result = scheduling.sync(alias)

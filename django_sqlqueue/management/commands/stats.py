@@ -5,12 +5,11 @@ import json
 import sys
 import time
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import router
 
 from ... import snapshot
 from ...models import Job
+from ..database_option import add_database_option, database_alias
 from ..stats_text import COLUMNS, lines
 
 #: A terminal's "cursor home, clear to the end": each refresh draws over the last one.
@@ -33,13 +32,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true",
                             help="print a JSON document (one per line with --watch); its "
                                  "schema is in docs/observability.md")
-        parser.add_argument("--database", help="alias of the jobs database (default: router)")
+        add_database_option(parser)
 
     def handle(self, *args, **options):
-        alias = options["database"] or router.db_for_write(Job)
-        if alias not in settings.DATABASES:
-            raise CommandError(f"--database {alias!r} is not in settings.DATABASES (aliases: "
-                               f"{', '.join(settings.DATABASES)}).")
+        alias = database_alias(options, Job)
         every = options["watch"]
         if every is not None and not every > 0:
             raise CommandError(f"--watch takes a number of seconds more than 0, not {every:g} "
