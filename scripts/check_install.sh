@@ -187,6 +187,12 @@ run_site() {  # run_site LABEL PYTHON PIP_SPEC EXPECTED_DATABASE [DATABASE_URL]
     fail "$label: manage.py runworker --burst (above)"
   step "$label: the jobs ran: the Note is there, the rows say succeeded and exhausted"
   site_run check_site.py jobs-done || fail "$label: the jobs' effects (above)"
+  step "$label: manage.py queues limit bulk --concurrency 5; manage.py queues; manage.py stats --json"
+  site_run manage.py queues limit bulk --concurrency 5 2>&1 | sed 's/^/    /' ||
+    fail "$label: manage.py queues limit (above)"
+  site_run manage.py queues 2>&1 | sed 's/^/    /' || fail "$label: manage.py queues (above)"
+  site_run manage.py stats --json | "$venv/bin/python" -m json.tool >/dev/null ||
+    fail "$label: manage.py stats --json did not print one JSON document"
   step "$label: every admin page of the app, as a superuser, with a live worker"
   site_run check_site.py admin || fail "$label: the admin pages (above)"
 }

@@ -33,7 +33,7 @@ from newsite_app.models import Note  # noqa: E402
 from newsite_app.tasks import fail_on_purpose, tick, write_note  # noqa: E402
 
 import django_sqlqueue  # noqa: E402
-from django_sqlqueue.models import Job, Schedule, Worker  # noqa: E402
+from django_sqlqueue.models import Job, Queue, Schedule, Worker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NOTE_TEXT = "written by a job, from the wheel"
@@ -230,6 +230,8 @@ def admin_pages():
             ticked = wait_for_tick()
             say(f"it synced the schedule {ticked.name!r} and ran its job #{ticked.last_job_id}")
             jobs = reverse("admin:django_sqlqueue_job_changelist")
+            # check_install.sh limited the queue "bulk" with manage.py queues
+            limited = Queue.objects.get(name="bulk")
             pages = [
                 ("the admin index", "get", reverse("admin:index"), {}, None),
                 ("the app index", "get",
@@ -238,6 +240,13 @@ def admin_pages():
                 ("the job list", "get", jobs, {}, "job/change_list.html"),
                 ("the queue dashboard", "get", reverse("admin:django_sqlqueue_job_dashboard"),
                  {}, "job/dashboard.html"),
+                ("the dashboard's refresh (JSON)", "get",
+                 reverse("admin:django_sqlqueue_job_dashboard_data"), {},
+                 "job/dashboard_live.html"),
+                ("the queues page", "get", reverse("admin:django_sqlqueue_queue_changelist"),
+                 {}, None),
+                ("the limited queue's page", "get",
+                 reverse("admin:django_sqlqueue_queue_change", args=[limited.pk]), {}, None),
                 ("the job list, succeeded jobs", "get", jobs, {"status__exact": "succeeded"},
                  "job/change_list.html"),
                 ("the job list, exhausted jobs", "get", jobs, {"status__exact": "exhausted"},
