@@ -157,11 +157,12 @@ class WorkerProcess:
         Tests call it directly."""
         if self.stopping.is_set() or self.recycle_reason:
             return False
+        claimed = self._claim()
         if self.wakeup.peers_due():
-            # How many workers share a NOTIFY with this one (worker/wakeup.py, Claimers).
+            # How many workers share a NOTIFY with this one (worker/wakeup.py, Claimers); after
+            # the claim, so that it never delays one.
             self.wakeup.set_peers(
                 Worker.objects.using(self.alias).values_list("queues", flat=True))
-        claimed = self._claim()
         self._check_recycle()
         if self.recycle_reason:
             return False
