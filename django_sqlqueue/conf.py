@@ -65,6 +65,11 @@ class QueueSettings:
     # notifying commit takes a server-wide lock (notify.py). A job enqueued in between is found by
     # the worker's second look, 2 / NOTIFY_PER_SECOND after a wake-up. None: notify every time.
     NOTIFY_PER_SECOND: float | None = 20.0
+    # How many idle workers, on average, claim on one NOTIFY: with N workers serving its queue,
+    # each claims with chance CLAIMERS_PER_NOTIFY / N (always when N is that or fewer); the
+    # others leave the job to them and to their poll. None: every worker claims on every NOTIFY
+    # (with hundreds of idle workers, hundreds of claims race for each job: worker/wakeup.py).
+    CLAIMERS_PER_NOTIFY: int | None = 6
     # Where workers LISTEN: an alias of DATABASES or a libpq connection string reaching PostgreSQL
     # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
     # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
@@ -110,6 +115,7 @@ _TYPES = {
     "POLL_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
     "NOTIFY_PER_SECOND": (int, float, type(None)),
+    "CLAIMERS_PER_NOTIFY": (int, type(None)),
     "LISTEN_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
@@ -210,6 +216,8 @@ def _check_ranges(conf: QueueSettings) -> None:
             problems.append(f"{key} must be positive or None")
     if conf.NOTIFY_PER_SECOND is not None and conf.NOTIFY_PER_SECOND <= 0:
         problems.append("NOTIFY_PER_SECOND must be positive or None (no limit)")
+    if conf.CLAIMERS_PER_NOTIFY is not None and conf.CLAIMERS_PER_NOTIFY < 1:
+        problems.append("CLAIMERS_PER_NOTIFY must be at least 1, or None (every worker claims)")
     if conf.MAX_PAYLOAD_BYTES <= 0 or conf.MAX_TRACEBACK_CHARS <= 0:
         problems.append("MAX_PAYLOAD_BYTES and MAX_TRACEBACK_CHARS must be positive")
     if problems:

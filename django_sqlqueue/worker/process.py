@@ -113,7 +113,7 @@ class WorkerProcess:
                     until=self.stopping)
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
-                        until=self.stopping)
+                        until=self.stopping, keep_connection=True)
         try:
             self._fetch_loop()
         finally:
@@ -158,6 +158,11 @@ class WorkerProcess:
         if self.stopping.is_set() or self.recycle_reason:
             return False
         claimed = self._claim()
+        if self.wakeup.peers_due():
+            # How many workers share a NOTIFY with this one (worker/wakeup.py, Claimers); after
+            # the claim, so that it never delays one.
+            self.wakeup.set_peers(
+                Worker.objects.using(self.alias).values_list("queues", flat=True))
         self._check_recycle()
         if self.recycle_reason:
             return False
@@ -332,18 +337,30 @@ class WorkerProcess:
             lease_seconds=self.config.lease_seconds,
         )
 
-    def _every(self, seconds, step, name, *, until):
+    def _every(self, seconds, step, name, *, until, keep_connection=False):
+        """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
+        ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
+        connection from one pass to the next instead of opening one per pass; for steps that
+        run every second, where a new connection (a server process forked, authenticated and
+        set up) cost more than the pass itself."""
         def loop():
             while not until.wait(seconds):
+                failed = False
                 try:
                     call_with_retry(step, alias=self.alias, what=name, stop=until.is_set)
                 except TRANSIENT:
-                    pass
+                    failed = True
                 except Exception:
+                    failed = True
                     logger.exception("%s failed; trying again in %gs", name, seconds)
                 finally:
-                    # This thread's own connection: closed when broken or past CONN_MAX_AGE.
-                    connections[self.alias].close_if_unusable_or_obsolete()
+                    connection = connections[self.alias]
+                    if failed:
+                        drop_connection(self.alias)  # a fresh one for the next pass
+                    elif not (keep_connection
+                              and connection.settings_dict.get("CONN_MAX_AGE") == 0):
+                        # Closed when broken or past CONN_MAX_AGE.
+                        connection.close_if_unusable_or_obsolete()
 
         threading.Thread(target=loop, name=f"sqlqueue-{name}", daemon=True).start()
 

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_sqlqueue import schedule, scheduling
 from django_sqlqueue.execution import run_job
@@ -270,3 +271,12 @@ def test_the_scheduler_reads_the_database_clock_when_no_time_is_given(every_minu
     Schedule.objects.update(next_run_at=db_now - MINUTE)
     assert scheduler().run_once().enqueued == 1
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+def test_a_pass_with_nothing_due_is_one_query(every_minute):
+    """Every worker makes a pass a second: with nothing due, it is the due SELECT alone, which
+    compares with the database's clock itself (issue 18 counted idle workers' queries)."""
+    Schedule.objects.update(next_run_at=scheduling.database_now("default") + HOUR)
+    with CaptureQueriesContext(connection) as queries:
+        assert scheduler().run_once().due == 0
+    assert len(queries) == 1
