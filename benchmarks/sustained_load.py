@@ -34,9 +34,7 @@ long transaction, the minute after it, the rest) and writes the samples as JSON 
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,6 +46,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.pg import BenchCluster, django_on_fresh_database  # noqa: E402
+from benchmarks.workers import start_workers, stop_workers  # noqa: E402
 
 DRIVER = "sustained-load-driver"  # this script's own connections
 TASK = "benchmarks.benchapp.tasks.noop"
@@ -98,32 +97,12 @@ class Cluster(BenchCluster):
         return super().start()
 
 
-def start_workers(env, logfile):
-    log = open(logfile, "a")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "django", "runworker", "--processes", "2"],
-        cwd=ROOT, env={**env, "BENCH_SQLQUEUE": json.dumps(WORKER_SETTINGS)}, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    return proc, log
-
-
-def stop_workers(proc, log):
-    proc.send_signal(2)  # SIGINT: a graceful stop
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    log.close()
-
-
-def measure_capacity(cluster, db, env, logfile, jobs=20_000) -> float:
+def measure_capacity(cluster, db, env, logdir, variant, jobs=20_000) -> float:
     """Jobs per second two workers drain from a pre-filled queue, first to last claim."""
     cluster.psql(db, f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
                      f"SELECT '{TASK}', {PAYLOAD} FROM generate_series(1, {jobs}) AS i")
     cluster.psql(db, f"VACUUM ANALYZE {TABLE}")
-    proc, log = start_workers(env, logfile)
+    proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"{variant}-capacity")
     try:
         with connect(cluster.dsn(db)) as connection:
             deadline = time.monotonic() + 300
@@ -307,8 +286,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
 
         cluster.psql(db, sql.reset_job_table_storage_parameters())
     reloptions = cluster.psql(db, f"SELECT reloptions FROM pg_class WHERE relname = '{TABLE}'")  # noqa: S608, E501
-    logfile = logdir / f"{variant}-workers.log"
-    capacity = args.capacity or measure_capacity(cluster, db, env, logfile)
+    capacity = args.capacity or measure_capacity(cluster, db, env, logdir, variant)
     rate = capacity / 2
     print(f"{variant}: capacity {capacity:,.0f} jobs/s, enqueueing {rate:,.0f} jobs/s; "
           f"reloptions {reloptions or 'none'}", flush=True)
@@ -316,7 +294,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
     held = (length + length / 4, length + 3 * length / 4)
     dsn = cluster.dsn(db)
     cluster.psql(db, "SELECT pg_stat_statements_reset()")
-    proc, log = start_workers(env, logfile)
+    proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"{variant}-load")
     time.sleep(2)  # the workers are up and listening
     started = time.monotonic()
     enqueuer = Enqueuer(dsn, rate, started)
