@@ -165,8 +165,9 @@ class Sampler(threading.Thread):
         if not batches:
             return None, None, 0
         rows = self.connection.execute(
-            f"SELECT extract(epoch FROM claimed_at - enqueued_at) * 1000 FROM {TABLE} "  # noqa: S608
-            "WHERE id BETWEEN %s AND %s AND claimed_at IS NOT NULL",
+            # A job not claimed yet counts with its wait so far (a lower bound of its pickup).
+            f"SELECT extract(epoch FROM coalesce(claimed_at, clock_timestamp()) - enqueued_at) "  # noqa: S608, E501
+            f"* 1000 FROM {TABLE} WHERE id BETWEEN %s AND %s",
             (batches[0][0], batches[-1][1])).fetchall()
         values = [float(r[0]) for r in rows]
         return percentile(values, 0.5), percentile(values, 0.95), len(values)
