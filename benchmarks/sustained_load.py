@@ -363,7 +363,7 @@ def plot(results, path: Path):
         axis.grid(True, linewidth=0.3)
     axes[0].legend(loc="upper left")
     axes[-1].set_xlabel("minutes (grey: a REPEATABLE READ transaction held open)")
-    figure.suptitle("Sustained load at half the drain capacity, two worker processes")
+    figure.suptitle("Sustained load, two worker processes, finished jobs pruned after 60 s")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
 
