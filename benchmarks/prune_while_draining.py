@@ -32,8 +32,6 @@ it was running, and the longest per kind of statement). Writes nothing into the 
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +43,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.pg import BenchCluster, django_on_fresh_database  # noqa: E402
+from benchmarks.workers import start_workers, stop_workers  # noqa: E402
 
 DB = "prune"
 DRIVER = "prune-bench-driver"  # this script's own connections, left out of the transaction poll
@@ -143,26 +142,6 @@ def fill(cluster, finished: int, ready: int) -> tuple:
                      f"SELECT '{TASK}', {payload} FROM generate_series(1, {int(ready)}) AS i")
     cluster.psql(DB, "VACUUM ANALYZE django_sqlqueue_job")
     return bottom, top
-
-
-def start_workers(env, settings, logdir: Path, phase: str):
-    log = open(logdir / f"{phase}-workers.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "django", "runworker", "--processes", "2"],
-        cwd=ROOT, env={**env, "BENCH_SQLQUEUE": json.dumps(settings)}, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    return proc, log
-
-
-def stop_workers(proc, log):
-    proc.send_signal(2)  # SIGINT: a graceful stop
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    log.close()
 
 
 def old_style_prune(keep_seconds: float) -> int:

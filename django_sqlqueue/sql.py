@@ -650,3 +650,33 @@ TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)
 def explain_json(query_sql: str) -> str:
     """EXPLAIN (FORMAT JSON) of a query Django compiled (its parameters go with it)."""
     return "EXPLAIN (FORMAT JSON) " + query_sql
+
+
+# ---- the job table's storage parameters (PostgreSQL) ---------------------------------------------
+# Set by migration 0011 (Django's models cannot express storage parameters). Why these values:
+# docs/performance.md#sustained-load-and-a-long-transaction (benchmarks/sustained_load.py). Each
+# job leaves two dead row versions (claim, outcome) and a pruned one: at a few thousand jobs/s,
+# PostgreSQL's default thresholds (20% of the table) and vacuum's default throttling
+# (autovacuum_vacuum_cost_delay 2 ms) let dead rows pile up between and during vacuums. No
+# fillfactor: the claim and the outcome change ``status``, which the partial indexes' conditions
+# read, so neither update can be HOT whatever room the page has.
+
+def job_table_storage_parameters() -> str:
+    """Vacuum and analyze the job table after 1% of it changed (plus 1,000 rows), and unthrottled.
+    Its reverse is ``reset_job_table_storage_parameters``."""
+    return ("ALTER TABLE django_sqlqueue_job SET ("
+            "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, "
+            "autovacuum_vacuum_insert_scale_factor = 0.01, "
+            "autovacuum_vacuum_insert_threshold = 1000, "
+            "autovacuum_analyze_scale_factor = 0.02, autovacuum_analyze_threshold = 1000, "
+            "autovacuum_vacuum_cost_delay = 0)")
+
+
+def reset_job_table_storage_parameters() -> str:
+    """Back to PostgreSQL's defaults (the server's settings): the reverse of
+    ``job_table_storage_parameters``."""
+    return ("ALTER TABLE django_sqlqueue_job RESET ("
+            "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
+            "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
+            "autovacuum_analyze_scale_factor, autovacuum_analyze_threshold, "
+            "autovacuum_vacuum_cost_delay)")

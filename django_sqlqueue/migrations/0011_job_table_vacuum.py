@@ -1,0 +1,32 @@
+"""The job table's autovacuum settings (PostgreSQL only): see sql.job_table_storage_parameters.
+
+Django's models cannot express storage parameters, so this is SQL, run only on PostgreSQL; on
+other databases both directions do nothing, and the model state is unchanged (makemigrations
+sees no difference).
+"""
+
+from django.db import migrations
+
+from django_sqlqueue import sql
+
+
+def _on_postgresql(statement):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(statement())
+    return run
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("django_sqlqueue", "0010_queue_limits"),
+    ]
+
+    operations = [
+        migrations.RunPython(
+            _on_postgresql(sql.job_table_storage_parameters),
+            _on_postgresql(sql.reset_job_table_storage_parameters),
+            elidable=False,
+        ),
+    ]
