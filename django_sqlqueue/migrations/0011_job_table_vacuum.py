@@ -28,5 +28,8 @@ class Migration(migrations.Migration):
             _on_postgresql(sql.job_table_storage_parameters),
             _on_postgresql(sql.reset_job_table_storage_parameters),
             elidable=False,
+            # Only where the job table is: routers decide per model (a jobs database of its
+            # own, docs/scaling.md), and a database without the table must skip this.
+            hints={"model_name": "job"},
         ),
     ]

@@ -133,20 +133,24 @@ def test_bad_dates_in_the_url_do_not_break_the_page(admin_client):
 
 
 @pytest.mark.parametrize("vendor_queries", [{"sqlite": 7, "postgresql": 8}])
-def test_query_count_does_not_grow_with_the_jobs_listed(
-    admin_client, django_assert_num_queries, vendor_queries
-):
+def test_query_count_does_not_grow_with_the_jobs_listed(admin_client, vendor_queries):
     """Session, user, recent queue/task values, count (PostgreSQL: estimate, then ids), the
-    page, and the first and last enqueued_at: the same for 3 jobs as for 30 (no N+1)."""
-    expected = vendor_queries[connection.vendor]
+    page, and the first and last enqueued_at: the same for 3 jobs as for 30 (no N+1).
+
+    On PostgreSQL the exact count is skipped when the table's row estimate is already large
+    (left by earlier tests that committed jobs), one query fewer: so the count is at most the
+    expected one, and the same for both pages."""
+    most = vendor_queries[connection.vendor]
     JobFactory.create_batch(2, failed=True, claimed_by="w1", errors=[error("boom")])
     JobFactory(running=True)
-    with django_assert_num_queries(expected):
+    with CaptureQueriesContext(connection) as few:
         assert len(admin_client.get(LIST).context["cl"].result_list) == 3
     for traits in ({"failed": True}, {"running": True}, {"succeeded": True}):
         JobFactory.create_batch(9, claimed_by="w1", **traits)
-    with django_assert_num_queries(expected):
+    with CaptureQueriesContext(connection) as many:
         assert len(admin_client.get(LIST).context["cl"].result_list) == 30
+    assert len(few) <= most
+    assert len(many) == len(few), [q["sql"] for q in many.captured_queries]
 
 
 def test_staff_without_view_permission_is_refused(client, django_user_model):
