@@ -25,7 +25,7 @@ call_task = run
 @dataclass
 class RunResult:
     job: object
-    outcome: str  # succeeded, failed, exhausted, rescheduled, or lost (lease lost meanwhile)
+    outcome: str  # succeeded, failed, exhausted, cancelled, rescheduled or lost (its lease)
     duration_seconds: float
 
 

@@ -453,22 +453,23 @@ class OutcomeTally:
         with self._lock:
             self._counts[result.outcome] += 1
 
+    #: Every outcome the stop line counts (execution.RunResult.outcome), in its order.
+    KINDS = ("succeeded", "exhausted", "cancelled", "failed", "rescheduled", "lost")
+
     def counts(self) -> dict:
-        """``{"attempts": n, "succeeded": n, "exhausted": n, "failed": n, "rescheduled": n,
-        "lost": n}``: every key, zero or not (the keys of the structured stop line)."""
+        """``{"attempts": n, "succeeded": n, "exhausted": n, "cancelled": n, "failed": n,
+        "rescheduled": n, "lost": n}``: every key, zero or not (the keys of the structured stop
+        line)."""
         with self._lock:
             counts = dict(self._counts)
-        kinds = ("succeeded", "exhausted", "failed", "rescheduled", "lost")
-        return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in kinds}}
+        return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in self.KINDS}}
 
     def summary(self) -> str:
         """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)
         to retry``; the parts that are zero are left out (cancelled jobs count as finished)."""
-        with self._lock:
-            counts = dict(self._counts)
-        attempts = sum(counts.values())
-        finished = {kind: counts.get(kind, 0) for kind in ("succeeded", "exhausted",
-                                                             "cancelled")}
+        counts = self.counts()
+        attempts = counts["attempts"]
+        finished = {kind: counts[kind] for kind in ("succeeded", "exhausted", "cancelled")}
         parts = []
         if any(finished.values()):
             detail = ", ".join(f"{n} {kind}" for kind, n in finished.items() if n)
@@ -476,7 +477,7 @@ class OutcomeTally:
         for kind, words in (("failed", "failed attempt(s) to retry"),
                             ("rescheduled", "rescheduled"),
                             ("lost", "outcome(s) lost with the lease")):
-            if counts.get(kind):
+            if counts[kind]:
                 parts.append(f"{counts[kind]} {words}")
         return f"{attempts} attempt(s)" + (": " + ", ".join(parts) if parts else "")
 
