@@ -647,6 +647,11 @@ def sampled_status_counts(model, connection) -> str:
 TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
 
 
+#: Whether an index is invalid: left behind by a ``CREATE INDEX CONCURRENTLY`` that did not finish
+#: (PostgreSQL; no row when there is no such index). Parameter: the quoted index name.
+INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
+
+
 def explain_json(query_sql: str) -> str:
     """EXPLAIN (FORMAT JSON) of a query Django compiled (its parameters go with it)."""
     return "EXPLAIN (FORMAT JSON) " + query_sql

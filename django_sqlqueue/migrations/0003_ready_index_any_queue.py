@@ -2,15 +2,21 @@
 
 from django.db import migrations, models
 
+from django_sqlqueue.migration_operations import AddJobIndex
+
 
 class Migration(migrations.Migration):
+
+    # Not atomic: PostgreSQL builds the job table's index CONCURRENTLY, outside a transaction,
+    # so that enqueues and claims go on during the build (migration_operations.AddJobIndex).
+    atomic = False
 
     dependencies = [
         ('django_sqlqueue', '0002_job_permissions'),
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddJobIndex(
             model_name='job',
             index=models.Index(condition=models.Q(('status__in', ('queued', 'failed'))), fields=['-priority', 'run_at', 'id'], name='sqlqueue_job_ready_any_queue'),
         ),

@@ -2,14 +2,24 @@
 
 from django.db import migrations, models
 
+from django_sqlqueue.migration_operations import AddJobIndex
+
 
 class Migration(migrations.Migration):
+
+    # Not atomic: PostgreSQL builds the job table's index CONCURRENTLY, outside a transaction,
+    # so that enqueues and claims go on during the build (migration_operations.AddJobIndex).
+    atomic = False
 
     dependencies = [
         ('django_sqlqueue', '0004_worker_attempts_run'),
     ]
 
     operations = [
+        AddJobIndex(
+            model_name='job',
+            index=models.Index(condition=models.Q(('expires_at__isnull', False), ('status__in', ('queued', 'failed'))), fields=['expires_at'], name='sqlqueue_job_expiring'),
+        ),
         migrations.CreateModel(
             name='Leader',
             fields=[
@@ -33,9 +43,5 @@ class Migration(migrations.Migration):
             model_name='worker',
             name='pid_namespace',
             field=models.PositiveBigIntegerField(blank=True, null=True),
-        ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('expires_at__isnull', False), ('status__in', ('queued', 'failed'))), fields=['expires_at'], name='sqlqueue_job_expiring'),
         ),
     ]

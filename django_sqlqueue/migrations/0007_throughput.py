@@ -2,14 +2,24 @@
 
 from django.db import migrations, models
 
+from django_sqlqueue.migration_operations import AddJobIndex
+
 
 class Migration(migrations.Migration):
+
+    # Not atomic: PostgreSQL builds the job table's index CONCURRENTLY, outside a transaction,
+    # so that enqueues and claims go on during the build (migration_operations.AddJobIndex).
+    atomic = False
 
     dependencies = [
         ('django_sqlqueue', '0006_schedule'),
     ]
 
     operations = [
+        AddJobIndex(
+            model_name='job',
+            index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='sqlqueue_job_finished'),
+        ),
         migrations.CreateModel(
             name='ThroughputCount',
             fields=[
@@ -41,10 +51,6 @@ class Migration(migrations.Migration):
                 'constraints': [],
             },
             bases=('django_sqlqueue.job',),
-        ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='sqlqueue_job_finished'),
         ),
         migrations.AddConstraint(
             model_name='throughputcount',

@@ -2,8 +2,14 @@
 
 from django.db import migrations, models
 
+from django_sqlqueue.migration_operations import AddJobIndex
+
 
 class Migration(migrations.Migration):
+
+    # Not atomic: PostgreSQL builds the job table's index CONCURRENTLY, outside a transaction,
+    # so that enqueues and claims go on during the build (migration_operations.AddJobIndex).
+    atomic = False
 
     dependencies = [
         ('django_sqlqueue', '0009_cancel_running'),
@@ -36,12 +42,12 @@ class Migration(migrations.Migration):
             name='concurrency_key',
             field=models.CharField(blank=True, db_default='', max_length=255),
         ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('status__in', ('queued', 'failed'))), fields=['queue', 'concurrency_key', '-priority', 'run_at', 'id'], name='sqlqueue_job_ready_by_key'),
-        ),
         migrations.AddConstraint(
             model_name='queue',
             constraint=models.CheckConstraint(condition=models.Q(('rate_period_seconds__gt', 0)), name='sqlqueue_queue_rate_period_positive'),
+        ),
+        AddJobIndex(
+            model_name='job',
+            index=models.Index(condition=models.Q(('status__in', ('queued', 'failed'))), fields=['queue', 'concurrency_key', '-priority', 'run_at', 'id'], name='sqlqueue_job_ready_by_key'),
         ),
     ]
