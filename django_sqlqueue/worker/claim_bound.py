@@ -18,11 +18,16 @@ It is used only while claims are slow, and never alone for long:
   of the claims with no long transaction anywhere; behind one, every full claim is slow.
 * Then it claims with a bound, the claim-order position (priority, run_at, id) of the last job
   it claimed, so that its scan starts there.
-* It still claims in full at least every ``FULL_CLAIM_INTERVAL_SECONDS``: a job sorted before the
-  bound (a higher priority enqueued since, a retry or a scheduled job whose run_at came due, a
-  job enqueued with a run_at in the past, a rescued job) is claimed by that full claim. That is
-  the longest such a job waits beyond what exact order would give it; the worker's wait for
-  work is cut to it (``seconds_until_full``).
+* It still claims in full at least every ``FULL_CLAIM_INTERVAL_SECONDS``, or every
+  ``FULL_CLAIM_COST_FACTOR`` times the last full claim's duration if that is longer: a job
+  sorted before the bound (a higher priority enqueued since, a retry or a scheduled job whose
+  run_at came due, a job enqueued with a run_at in the past, a rescued job) is claimed by that
+  full claim. That is the longest such a job waits beyond what exact order would give it; the
+  worker's wait for work is cut to it (``seconds_until_full``). Why the factor: behind a
+  5-minute transaction at 3,000 jobs/s a full claim took 0.3-0.5 s; once a second, the two
+  workers spent a third to a half of their fetchers' time in them, fell behind, and pickup p95
+  went from 31 ms to 2.3 s (docs/performance.md). With the factor, full claims take at most a
+  twentieth of a fetcher's time.
 * A bounded claim that comes back short does not bring the full claim forward: a worker that
   keeps up comes back short after every wake-up, and a full claim each time is the slow claim
   again. The interval alone bounds the wait.
@@ -35,6 +40,8 @@ from dataclasses import dataclass, field
 
 #: Full claims in a row slower than SLOW_CLAIM_SECONDS before bounded claims start.
 SLOW_IN_A_ROW = 3
+#: While bounded, a full claim comes at most this many times its own duration after the last.
+FULL_CLAIM_COST_FACTOR = 20
 
 
 @dataclass
@@ -50,14 +57,15 @@ class ClaimBound:
     position: tuple | None = None
     #: Full claims in a row slower than ``slow_claim_seconds``, up to now.
     slow_full_claims: int = 0
-    #: time.monotonic() of the last full claim.
+    #: time.monotonic() of the last full claim, and how long it took (seconds).
     last_full_at: float = field(default=float("-inf"))
+    last_full_seconds: float = 0.0
 
     def bound(self, now: float) -> tuple | None:
         """The position the next claim starts after, or None for a full claim."""
         if not self.slow or self.position is None:
             return None
-        if now - self.last_full_at >= self.full_claim_interval_seconds:
+        if now - self.last_full_at >= self.full_claim_every():
             return None
         return self.position
 
@@ -68,7 +76,7 @@ class ClaimBound:
             last = jobs[-1]
             self.position = (last.priority, last.run_at, last.pk)
         if not bounded:
-            self.last_full_at = now
+            self.last_full_at, self.last_full_seconds = now, seconds
             slow = self.slow_claim_seconds is not None and seconds > self.slow_claim_seconds
             # A quick one ends bounded claims at once: exact order is back.
             self.slow_full_claims = self.slow_full_claims + 1 if slow else 0
@@ -83,4 +91,10 @@ class ClaimBound:
         worker may wait for work before claiming again); None when every claim is full."""
         if not self.slow:
             return None
-        return max(0.0, self.last_full_at + self.full_claim_interval_seconds - now)
+        return max(0.0, self.last_full_at + self.full_claim_every() - now)
+
+    def full_claim_every(self) -> float:
+        """Seconds between two full claims while bounded: the interval, or longer when full
+        claims are so slow that they would take more than 1/FULL_CLAIM_COST_FACTOR of the time."""
+        return max(self.full_claim_interval_seconds,
+                   FULL_CLAIM_COST_FACTOR * self.last_full_seconds)

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.worker.claim_bound import SLOW_IN_A_ROW, ClaimBound
+from django_sqlqueue.worker.claim_bound import FULL_CLAIM_COST_FACTOR, SLOW_IN_A_ROW, ClaimBound
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,10 +58,10 @@ def test_with_slow_claims_a_job_behind_the_bound_waits_at_most_the_full_claim_in
     bound = ClaimBound(slow_claim_seconds=0.02, full_claim_interval_seconds=1.0)
     normal = [add.enqueue(n, n) for n in range(4)]
     for _ in range(SLOW_IN_A_ROW - 1):  # slow full claims that found nothing yet
-        bound.claimed([], bounded=False, seconds=0.5, now=0.0)
+        bound.claimed([], bounded=False, seconds=0.03, now=0.0)
         assert bound.bound(0.0) is None  # not slow enough times in a row yet
     jobs = Job.objects.claim(None, "w1", limit=1, after=bound.bound(0.0))
-    bound.claimed(jobs, bounded=False, seconds=0.5, now=0.0)  # one more slow full claim
+    bound.claimed(jobs, bounded=False, seconds=0.03, now=0.0)  # one more slow full claim
     urgent = add.using(priority=9).enqueue(1, 1)
     retry_due = add.using(run_at=timezone.now() - dt.timedelta(minutes=1)).enqueue(2, 2)
     assert bound.bound(0.3) == position(normal[0])
@@ -80,6 +80,18 @@ def test_with_slow_claims_a_job_behind_the_bound_waits_at_most_the_full_claim_in
     assert [job.pk for job in jobs] == [urgent.pk, retry_due.pk]
     bound.claimed(jobs, bounded=False, seconds=0.001, now=1.0)  # quick again: exact order
     assert bound.bound(1.1) is None and bound.seconds_until_full(1.1) is None
+
+
+def test_full_claims_slower_than_a_twentieth_of_the_interval_come_less_often():
+    bound = ClaimBound(slow_claim_seconds=0.02, full_claim_interval_seconds=1.0)
+    add.enqueue(1, 1)
+    jobs = Job.objects.claim(None, "w1", limit=1)
+    for _ in range(SLOW_IN_A_ROW):  # behind a long transaction: 0.4 s each
+        bound.claimed(jobs, bounded=False, seconds=0.4, now=0.0)
+    # Once a second, they would take 40% of the worker's time: 20 x 0.4 s apart instead.
+    assert bound.full_claim_every() == pytest.approx(FULL_CLAIM_COST_FACTOR * 0.4)
+    assert bound.bound(7.9) is not None and bound.bound(8.0) is None
+    assert bound.seconds_until_full(2.0) == pytest.approx(6.0)
 
 
 def test_bounded_claims_turned_off_are_never_used():
