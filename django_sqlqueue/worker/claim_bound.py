@@ -24,10 +24,9 @@ It is used only while claims are slow, and never alone for long:
   run_at came due, a job enqueued with a run_at in the past, a rescued job) is claimed by that
   full claim. That is the longest such a job waits beyond what exact order would give it; the
   worker's wait for work is cut to it (``seconds_until_full``). Why the factor: behind a
-  5-minute transaction at 3,000 jobs/s a full claim took 0.3-0.5 s; once a second, the two
-  workers spent a third to a half of their fetchers' time in them, fell behind, and pickup p95
-  went from 31 ms to 2.3 s (docs/performance.md). With the factor, full claims take at most a
-  twentieth of a fetcher's time.
+  5-minute transaction at 3,000 jobs/s a full claim took 0.3-0.5 s (docs/performance.md); once
+  a second, that is a third to a half of a worker's fetching time, while its threads wait for
+  jobs. With the factor, full claims take at most a twentieth of it.
 * A bounded claim that comes back short does not bring the full claim forward: a worker that
   keeps up comes back short after every wake-up, and a full claim each time is the slow claim
   again. The interval alone bounds the wait.
