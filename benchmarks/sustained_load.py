@@ -17,16 +17,20 @@ each variant, on a fresh database:
    quarters of them, a transaction held open by another session: ``BEGIN ISOLATION LEVEL
    REPEATABLE READ; SELECT txid_current(); SELECT count(*) FROM django_sqlqueue_job;`` then idle
    in transaction until it commits. The workers prune succeeded jobs older than 60 seconds
-   (``KEEP_SUCCEEDED_SECONDS``), so the table has a steady size when vacuum keeps up.
+   (``KEEP_SUCCEEDED_SECONDS``), looking every 10 s (``PRUNE_INTERVAL_SECONDS``), so the
+   table has a steady size when vacuum keeps up.
 
 Variants: ``tuned`` is the job table as migration 0011 leaves it (its storage parameters, see
 ``sql.job_table_storage_parameters``); ``untuned`` resets them to PostgreSQL's defaults first.
 
-Every second it records: **claim time** (p50 and p95 of ten probes a second of the claim's own
-read, ready rows in claim order with the workers' LIMIT of 10, through the index
-``sqlqueue_job_ready_any_queue``, and the workers' mean claim statement time from
-pg_stat_statements); **pickup latency** (p50 and p95 of ``claimed_at - enqueued_at`` of the
-jobs enqueued two seconds earlier, read by id); the
+Every second it records: **claim time**: p50 and p95 of ten probes a second of the bounded
+read (``sql.ready_ids_after``: ready rows after a position in claim order, with the workers'
+LIMIT of 10), the read the workers use while their claims from the front are slow
+(worker/claim_bound.py); one probe of the full read (ready rows from the front of the order,
+``sql.ready_ids``, through the index ``sqlqueue_job_ready_any_queue``), as a worker claims at
+least once a second; and from pg_stat_statements the workers' mean claim statement time, of
+all their claims and of each kind, and the share of bounded ones; **pickup latency** (p50 and
+p95 of ``claimed_at - enqueued_at`` of the jobs enqueued two seconds earlier, read by id); the
 **backlog** (ready jobs); **dead and live tuples** (``pg_stat_user_tables``); the **table and
 index sizes** (``pg_relation_size``, ``pg_indexes_size``). Prints a summary per phase (quiet, the
 long transaction, the minute after it, the rest) and writes the samples as JSON next to the plot.
@@ -51,7 +55,10 @@ from benchmarks.workers import start_workers, stop_workers  # noqa: E402
 DRIVER = "sustained-load-driver"  # this script's own connections
 TASK = "benchmarks.benchapp.tasks.noop"
 TABLE = "django_sqlqueue_job"
-WORKER_SETTINGS = {"KEEP_SUCCEEDED_SECONDS": 60}
+#: Succeeded jobs pruned 60 s after they finished, looked for every 10 s: with the default
+#: PRUNE_INTERVAL_SECONDS (600) nothing is pruned for the first 10 minutes, and the first pass
+#: then deletes 2.5 million rows while the phase after it is measured (it did, in two runs).
+WORKER_SETTINGS = {"KEEP_SUCCEEDED_SECONDS": 60, "PRUNE_INTERVAL_SECONDS": 10}
 TICK = 0.1  # seconds between two enqueued batches
 PAYLOAD = "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb)"
 ENQUEUE = (f"WITH inserted AS (INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
@@ -59,17 +66,29 @@ ENQUEUE = (f"WITH inserted AS (INSERT INTO {TABLE} (task_name, payload) "  # noq
            "SELECT min(id), max(id), pg_notify('django_sqlqueue', 'default') FROM inserted")
 #: The claim's read as the workers run it (sql.ready_ids, every queue): the first ready rows in
 #: claim order. Without FOR UPDATE, so that the probe takes no job from the workers; stepping
-#: over dead index entries costs the same.
-CLAIM_PROBE = (f"SELECT id FROM {TABLE} WHERE status IN ('queued', 'failed') "  # noqa: S608
-               "AND run_at <= now() AND (expires_at IS NULL OR expires_at > now()) "
-               "ORDER BY priority DESC, run_at, id LIMIT 10")
-#: The workers' claim statements in pg_stat_statements (sql.claim_jobs).
+#: over dead index entries costs the same. This is the full read, from the front of the order.
+READY = ("FROM django_sqlqueue_job WHERE status IN ('queued', 'failed') AND run_at <= now() "
+         "AND (expires_at IS NULL OR expires_at > now())")
+CLAIM_PROBE = f"SELECT priority, run_at, id {READY} ORDER BY priority DESC, run_at, id LIMIT 10"
+#: The bounded read (sql.ready_ids_after) the workers use while full claims are slow
+#: (worker/claim_bound.py): the rows after a position in claim order. The probe's position is
+#: the first row its previous read found, about 100 ms old: a worker's is its last claimed job,
+#: a few ms old, so the probe steps over more claimed entries than a worker does.
+BOUNDED_PROBE = (
+    f"SELECT * FROM (SELECT * FROM (SELECT priority, run_at, id {READY} "  # noqa: S608
+    "AND priority = %s AND (run_at, id) > (%s, %s) ORDER BY run_at, id LIMIT 10) AS same "
+    f"UNION ALL SELECT * FROM (SELECT priority, run_at, id {READY} AND priority < %s "
+    "ORDER BY priority DESC, run_at, id LIMIT 10) AS lower) AS bounded LIMIT 10")
+#: The workers' claim statements in pg_stat_statements (sql.claim_jobs), all and bounded ones.
 CLAIMS = "query LIKE 'WITH clock%SKIP LOCKED%'"
+BOUNDED = f"{CLAIMS} AND query LIKE '%same_priority%'"
 STATS = (f"SELECT n_dead_tup, n_live_tup, pg_relation_size('{TABLE}'), "  # noqa: S608
          f"pg_indexes_size('{TABLE}'), "
          f"(SELECT count(*) FROM {TABLE} WHERE status IN ('queued', 'failed')), "
          f"(SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE {CLAIMS}), "
          f"(SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE {CLAIMS}), "
+         f"(SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE {BOUNDED}), "
+         f"(SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE {BOUNDED}), "
          f"autovacuum_count FROM pg_stat_user_tables WHERE relname = '{TABLE}'")
 
 
@@ -172,28 +191,55 @@ class Sampler(threading.Thread):
         values = [float(r[0]) for r in rows]
         return percentile(values, 0.5), percentile(values, 0.95), len(values)
 
+    def read(self, statement, params=()):
+        """One probe: (milliseconds, the first row it found or None)."""
+        t0 = time.perf_counter()
+        rows = self.connection.execute(statement, params).fetchall()
+        return (time.perf_counter() - t0) * 1000, (rows[0] if rows else None)
+
     def run(self):
         previous = None
+        front = None  # the first ready row the last probe found: the bounded probe's position
         while not self.stopping.is_set():
             second_start = time.monotonic()
+            # Once a second the full read (a worker's full claim, FULL_CLAIM_INTERVAL_SECONDS),
+            # ten times the bounded one.
+            full_ms, first = self.read(CLAIM_PROBE)
+            front = first or front
             probes = []
             for _ in range(10):
                 t0 = time.perf_counter()
-                self.connection.execute(CLAIM_PROBE).fetchall()
-                probes.append((time.perf_counter() - t0) * 1000)
+                if front is None:
+                    ms, first = self.read(CLAIM_PROBE)
+                else:
+                    priority, run_at, pk = front
+                    ms, first = self.read(BOUNDED_PROBE, (priority, run_at, pk, priority))
+                front = first or front
+                probes.append(ms)
                 self.stopping.wait(max(0.0, 0.09 - (time.perf_counter() - t0)))
             now = time.monotonic() - self.started
-            dead, live, table, indexes, ready, calls, total, autovacuums = (
-                self.connection.execute(STATS).fetchone())
-            calls, total = int(calls), float(total)
-            claim_mean = None
-            if previous and calls > previous[0]:
-                claim_mean = (total - previous[1]) / (calls - previous[0])
-            previous = (calls, total)
+            (dead, live, table, indexes, ready, calls, total, bounded_calls, bounded_total,
+             autovacuums) = self.connection.execute(STATS).fetchone()
+            counters = (int(calls), float(total), int(bounded_calls), float(bounded_total))
+            claim_mean = full_mean = bounded_mean = None
+            calls = bounded_calls = 0
+            if previous:  # this second's claims: the counters' growth since the last sample
+                calls, total, bounded_calls, bounded_total = (
+                    a - b for a, b in zip(counters, previous, strict=True))
+                if calls:
+                    claim_mean = total / calls
+                if calls > bounded_calls:
+                    full_mean = (total - bounded_total) / (calls - bounded_calls)
+                if bounded_calls:
+                    bounded_mean = bounded_total / bounded_calls
+            previous = counters
             p50, p95, picked = self.pickup(now)
             self.samples.append({
                 "t": round(now, 2), "claim_p50_ms": percentile(probes, 0.5),
                 "claim_p95_ms": percentile(probes, 0.95), "claim_mean_ms_workers": claim_mean,
+                "full_read_ms": full_ms, "full_claim_mean_ms_workers": full_mean,
+                "bounded_claim_mean_ms_workers": bounded_mean,
+                "bounded_claims_per_s": bounded_calls, "claims_per_s": calls,
                 "pickup_p50_ms": p50, "pickup_p95_ms": p95, "pickup_jobs": picked,
                 "dead_tuples": int(dead), "live_tuples": int(live), "table_bytes": int(table),
                 "index_bytes": int(indexes), "ready": int(ready), "autovacuums": int(autovacuums),
@@ -241,6 +287,12 @@ def summarise(samples, phases) -> dict:
             "claim_p50_ms": median("claim_p50_ms"), "claim_p95_ms": median("claim_p95_ms"),
             "claim_p95_ms_worst_second": high("claim_p95_ms"),
             "claim_mean_ms_workers": median("claim_mean_ms_workers"),
+            "full_read_ms": median("full_read_ms"),
+            "full_claim_mean_ms_workers": median("full_claim_mean_ms_workers"),
+            "bounded_claim_mean_ms_workers": median("bounded_claim_mean_ms_workers"),
+            "bounded_share_of_claims": (
+                round(sum(s["bounded_claims_per_s"] for s in inside)
+                      / max(1, sum(s["claims_per_s"] for s in inside)), 3)),
             "pickup_p50_ms": median("pickup_p50_ms"), "pickup_p95_ms": median("pickup_p95_ms"),
             "pickup_p95_ms_worst_second": high("pickup_p95_ms"),
             "dead_tuples_max": high("dead_tuples"), "ready_max": high("ready"),
@@ -338,22 +390,25 @@ def plot(results, path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("claim_p95_ms", "claim read p95 (ms)", True),
-              ("pickup_p95_ms", "pickup p95 (ms)", True),
-              ("dead_tuples", "dead tuples", False),
-              ("table_bytes", "table size (MB)", False),
-              ("index_bytes", "index size (MB)", False)]
+    # Each panel: (its keys, each with a line label), its axis label, a log scale or not.
+    panels = [({"claim_p95_ms": "bounded read p95", "full_read_ms": "full read",
+                "claim_mean_ms_workers": "workers' claims, mean"}, "claim (ms)", True),
+              ({"pickup_p95_ms": "pickup p95"}, "pickup p95 (ms)", True),
+              ({"dead_tuples": "dead tuples"}, "dead tuples", False),
+              ({"table_bytes": "table"}, "table size (MB)", False),
+              ({"index_bytes": "indexes"}, "index size (MB)", False)]
     figure, axes = plt.subplots(len(panels), 1, figsize=(10, 13), sharex=True)
     for result in results:
         samples = result["samples"]
         times = [s["t"] / 60 for s in samples]
-        for axis, (key, label, log) in zip(axes, panels, strict=True):
-            values = [s[key] for s in samples]
-            if key.endswith("_bytes"):
-                values = [v / 2**20 for v in values]
-            axis.plot(times, [float("nan") if v is None else v for v in values],
-                      label=f"{result['variant']} ({result['enqueue_jobs_per_s']:,} jobs/s)",
-                      linewidth=0.9)
+        for axis, (keys, label, log) in zip(axes, panels, strict=True):
+            for key, line in keys.items():
+                values = [s.get(key) for s in samples]
+                if key.endswith("_bytes"):
+                    values = [v / 2**20 for v in values]
+                name = f"{result['variant']} ({result['enqueue_jobs_per_s']:,} jobs/s)"
+                axis.plot(times, [float("nan") if v is None else v for v in values],
+                          label=f"{name}: {line}" if len(keys) > 1 else name, linewidth=0.9)
             axis.set_ylabel(label)
             if log:
                 axis.set_yscale("log")

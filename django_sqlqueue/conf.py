@@ -58,6 +58,14 @@ class QueueSettings:
     CANCEL_GRACE_SECONDS: float = 10.0
     # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
     POLL_INTERVAL_SECONDS: float = 1.0
+    # A worker whose claims (from the front of claim order) took longer than this, three in a
+    # row, claims only the jobs after the last one it claimed, so that its scan skips what a
+    # long transaction elsewhere keeps in the ready index (worker/claim_bound.py). None: never;
+    # claims always in exact claim order.
+    SLOW_CLAIM_SECONDS: float | None = 0.01
+    # While it does, it still claims from the front at least this often: the longest a job
+    # sorted before its last claimed one (a higher priority, a retry come due) waits for that.
+    FULL_CLAIM_INTERVAL_SECONDS: float = 1.0
     # PostgreSQL: enqueue sends NOTIFY so idle workers wake at once. Turn off behind PgBouncer
     # in transaction pooling mode, where LISTEN does not work; polling then does the job.
     NOTIFY: bool = True
@@ -113,6 +121,8 @@ _TYPES = {
     "TIMEOUT_SECONDS": (int, float, type(None)),
     "CANCEL_GRACE_SECONDS": (int, float),
     "POLL_INTERVAL_SECONDS": (int, float),
+    "SLOW_CLAIM_SECONDS": (int, float, type(None)),
+    "FULL_CLAIM_INTERVAL_SECONDS": (int, float),
     "NOTIFY": (bool,),
     "NOTIFY_PER_SECOND": (int, float, type(None)),
     "CLAIMERS_PER_NOTIFY": (int, type(None)),
@@ -205,7 +215,8 @@ def _check_ranges(conf: QueueSettings) -> None:
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
-                "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS"):
+                "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
+                "FULL_CLAIM_INTERVAL_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:
@@ -214,6 +225,8 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS"):
         if getattr(conf, key) is not None and getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive or None")
+    if conf.SLOW_CLAIM_SECONDS is not None and conf.SLOW_CLAIM_SECONDS < 0:
+        problems.append("SLOW_CLAIM_SECONDS must not be negative; None turns bounded claims off")
     if conf.NOTIFY_PER_SECOND is not None and conf.NOTIFY_PER_SECOND <= 0:
         problems.append("NOTIFY_PER_SECOND must be positive or None (no limit)")
     if conf.CLAIMERS_PER_NOTIFY is not None and conf.CLAIMERS_PER_NOTIFY < 1:

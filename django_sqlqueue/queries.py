@@ -182,7 +182,7 @@ class JobQuerySet(models.QuerySet):
 
     # ---- claim ---------------------------------------------------------------------------
     def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None,
-              controls=None) -> list:
+              controls=None, after=None) -> list:
         """Claim up to ``limit`` ready jobs for ``worker_id`` and return them, running.
 
         The jobs are picked in claim order with ``FOR UPDATE SKIP LOCKED`` and updated in the
@@ -195,6 +195,11 @@ class JobQuerySet(models.QuerySet):
         (queue_limits.py), as the Queue table says: read now, or as given in ``controls``
         (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
         queue paused or limited, the claim is the one statement above.
+
+        ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
+        are claimed (``sql.ready_ids_after``), so that the scan starts there. A worker passes
+        the last job it claimed when its claims got slow (worker/claim_bound.py). Ignored
+        while some queue is paused or limited, and by a filtered queryset's claim.
         """
         if isinstance(queues, str):
             queues = [queues]
@@ -208,13 +213,14 @@ class JobQuerySet(models.QuerySet):
         if controls is None:
             controls = queue_limits.read_controls(self.model, self._write_alias())
         if controls.unused:
-            return self.claim_ready(queues, worker_id, limit, lease_seconds, now)
+            return self.claim_ready(queues, worker_id, limit, lease_seconds, now, after=after)
         return queue_limits.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
                                              controls)
 
-    def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None) -> list:
+    def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
+                    after=None) -> list:
         """The claim of queues that no pause or limit holds back (``claim`` checked the
-        arguments): one statement."""
+        arguments): one statement; with ``after``, of the jobs after that position only."""
         alias = self._write_alias()
         if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
             picked = (
@@ -223,12 +229,20 @@ class JobQuerySet(models.QuerySet):
             )
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
         else:
-            picked_sql = _ready_ids_sql(self.model, alias, None if queues is None else len(queues),
-                                        now is None)
+            queue_count = None if queues is None else len(queues)
+            run_at_field = self.model._meta.get_field("run_at")
             db_now = () if now is None else (
-                self.model._meta.get_field("run_at").get_db_prep_value(
-                    now, connections[alias]),) * 2
-            picked_params = (*db_now, *(queues or ()), limit)
+                run_at_field.get_db_prep_value(now, connections[alias]),) * 2
+            ready = (*db_now, *(queues or ()))
+            if after is None:
+                picked_sql = _ready_ids_sql(self.model, alias, queue_count, now is None)
+                picked_params = (*ready, limit)
+            else:
+                priority, run_at, pk = after
+                picked_sql = _ready_ids_after_sql(self.model, alias, queue_count, now is None)
+                picked_params = (
+                    *ready, priority, run_at_field.get_db_prep_value(run_at, connections[alias]),
+                    pk, limit, *ready, priority, limit, limit)
         return self.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, now)
 
     def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
@@ -493,12 +507,19 @@ def _forget_sql(*, setting, **kwargs):
     """The claim's SQL text depends on USE_TZ (SQLite's clock) and the databases."""
     if setting in ("USE_TZ", "DATABASES"):
         _ready_ids_sql.cache_clear()
+        _ready_ids_after_sql.cache_clear()
         _claim_sql.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
 def _ready_ids_sql(model, alias, queue_count, db_clock):
     return sql.ready_ids(model, connections[alias], queue_count=queue_count, db_clock=db_clock)
+
+
+@functools.lru_cache(maxsize=64)
+def _ready_ids_after_sql(model, alias, queue_count, db_clock):
+    return sql.ready_ids_after(model, connections[alias], queue_count=queue_count,
+                               db_clock=db_clock)
 
 
 @functools.lru_cache(maxsize=256)

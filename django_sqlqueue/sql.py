@@ -91,6 +91,41 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
     )
 
 
+def ready_ids_after(model, connection, *, queue_count: int | None, db_clock: bool = True):
+    """SELECT the ids of ready jobs that come after a position in claim order (a priority, a
+    run_at and an id: the last job this worker claimed), in claim order, up to a limit; returns
+    the SQL text. The bounded claim of worker/claim_bound.py.
+
+    Parameters, in order: ``ready_ids``'s for the rest of the same priority, without the
+    limit (now, now, the queues), then the position's priority, run_at and id, the limit; then
+    ``ready_ids``'s again for the lower priorities, the position's priority, the limit; last
+    the limit of the whole.
+
+    Why not ``ready_ids`` with one more condition: behind a long transaction elsewhere, the
+    ready index keeps an entry for every job claimed since it began (the snapshot may still
+    see the row as ready, so they cannot be removed or marked dead), and they come first in
+    claim order: ``ready_ids`` visits the table for each of them on every claim. Here each
+    part starts its index scan at its bound, past them. Claim order is (priority DESC, run_at,
+    id), so "after" is two index ranges: the same priority with (run_at, id) after the
+    position (a row comparison, which starts the range), then every lower priority. One
+    ``OR`` would not start a range; a ``UNION ALL`` of two parts, each with its own ORDER BY,
+    LIMIT and lock, does, and its second part is not run when the first fills the limit.
+    """
+    quote = connection.ops.quote_name
+    col = {name: quote(model._meta.get_field(name).column) for name in
+           ("id", "run_at", "priority")}
+    ready = ready_ids(model, connection, queue_count=queue_count, db_clock=db_clock)
+    head, order = ready.split(" ORDER BY ", 1)  # the ready conditions; the order, limit, lock
+    tail = order.split(" LIMIT ", 1)[1]  # "%s" and the lock
+    same = (f"{head} AND {col['priority']} = %s AND ({col['run_at']}, {col['id']}) > (%s, %s) "
+            f"ORDER BY {col['run_at']}, {col['id']} LIMIT {tail}")
+    lower = f"{head} AND {col['priority']} < %s ORDER BY {order}"
+    return (
+        f"SELECT {col['id']} FROM (SELECT {col['id']} FROM ({same}) AS same_priority "  # noqa: S608
+        f"UNION ALL SELECT {col['id']} FROM ({lower}) AS lower_priority) AS bounded LIMIT %s"
+    )
+
+
 # ---- the claim of paused and limited queues (queue_limits.py) ------------------------------
 # Only a worker that finds a queue paused or limited in the Queue table runs these; the claim of
 # every other queue is ready_ids + claim_jobs, one statement.

@@ -17,11 +17,13 @@ from django.db import connections, router
 from django.utils import timezone
 
 from .. import __version__, metrics
+from ..conf import get_settings
 from ..models import Job, Worker
 from ..queue_limits import QueueControls, read_controls
 from ..sql import DatabaseNow
 from . import identity, log_format
 from .cancels import CancelWatcher
+from .claim_bound import ClaimBound
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .log_format import fields
@@ -50,6 +52,10 @@ class WorkerProcess:
         self.parent_pid = os.getppid()
         self.claimed_total = 0
         self.claimed_full_batch = False  # the last claim got all it asked for: claim again
+        settings = get_settings()
+        # Claims after the last claimed job while full claims are slow (a long transaction).
+        self.claim_bound = ClaimBound(settings.SLOW_CLAIM_SECONDS,
+                                      settings.FULL_CLAIM_INTERVAL_SECONDS)
         self._last_progress = time.monotonic()  # --burst prints progress every 2 s
         self.cancels_due = threading.Event()  # look for cancelled jobs now (a NOTIFY)
         self.wakeup = Wakeup(
@@ -148,8 +154,9 @@ class WorkerProcess:
                 continue  # there may be more ready jobs
             # A claim that found fewer jobs than it asked for emptied the queue (for now): wait
             # for a NOTIFY, a freed slot or the poll, instead of a claim that finds nothing while
-            # the jobs just claimed start.
-            self.wakeup.wait()
+            # the jobs just claimed start. While claims are bounded, no longer than until the
+            # next full claim is due: that is what bounds the wait of a job sorted before it.
+            self.wakeup.wait(at_most=self.claim_bound.seconds_until_full(time.monotonic()))
 
     def step(self, clock=time.monotonic) -> bool:
         """One turn of the fetcher: claim into the free slots, then decide whether to go on.
@@ -191,10 +198,16 @@ class WorkerProcess:
             free = min(free, self.config.max_jobs - self.claimed_total)
         if free <= 0:
             return []
+        controls = self._controls()
+        started = time.monotonic()
+        # Paused or limited queues are claimed their own way (queue_limits.py), always in full.
+        after = self.claim_bound.bound(started) if controls.unused else None
         jobs = Job.objects.using(self.alias).claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
-            controls=self._controls(),
+            controls=controls, after=after,
         )
+        self.claim_bound.claimed(jobs, bounded=after is not None,
+                                 seconds=time.monotonic() - started, now=started)
         self.claimed_full_batch = len(jobs) == free
         for job in jobs:
             self.pool.submit(job)

@@ -105,13 +105,15 @@ class Wakeup:
     def poke(self):
         self.event.set()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%).
-        True if woken."""
+    def wait(self, timeout: float | None = None, *, at_most: float | None = None) -> bool:
+        """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%),
+        never longer than ``at_most`` (a full claim due: worker/claim_bound.py). True if woken."""
         if timeout is None:
             timeout = self.next_poll()
             if self._follow_up_at is not None:
                 timeout = max(0.0, min(timeout, self._follow_up_at - time.monotonic()))
+        if at_most is not None:
+            timeout = min(timeout, at_most)
         woken = self.event.wait(timeout)
         self.event.clear()
         if self._follow_up_at is not None and time.monotonic() >= self._follow_up_at:

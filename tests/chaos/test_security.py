@@ -145,7 +145,10 @@ SQL_ASSEMBLY = {
                "key", "count", "upsert", "run_at",
                # Cancelling running jobs (issue 16): a status constant, CASE fragments of
                # column names and status constants.
-               "cancelled", "given_up"},
+               "cancelled", "given_up",
+               # Issue 18, the bounded claim (ready_ids_after): ready_ids's own text cut at its
+               # ORDER BY (head, tail) and the two index ranges built of it and quoted columns.
+               "head", "tail", "lower"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
