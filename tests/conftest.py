@@ -29,6 +29,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "postgresql" in item.keywords:
                 item.add_marker(skip)
+    if not POSTGRESQL and not MARIADB:
+        skip = pytest.mark.skip(reason="needs a database server; runs in the postgresql and "
+                                       "mariadb passes")
+        for item in items:
+            if "server_database" in item.keywords:
+                item.add_marker(skip)
     if MARIADB:
         skip = pytest.mark.skip(reason="not on MariaDB (the test says why)")
         for item in items:
