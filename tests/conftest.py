@@ -97,6 +97,13 @@ def mariadb_server():
     server.destroy()
 
 
+@pytest.fixture(scope="session")
+def database_server(pg_cluster, mariadb_server):
+    """The throwaway server of this pass, PostgreSQL or MariaDB, whichever runs (both have
+    ``restart(mode)``); None on SQLite or when DATABASE_URL names a server."""
+    return pg_cluster or mariadb_server
+
+
 @pytest.fixture(scope="session", autouse=VENDOR == "pgbouncer")
 def _drop_test_databases_around_pgbouncer(request, pg_cluster):
     """Set up after the test databases, so torn down before they are dropped: PgBouncer keeps
