@@ -429,6 +429,12 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
     )
 
 
+def session_utc_offset(connection) -> str:
+    """MariaDB: SELECT how many seconds the session's time zone is ahead of UTC (0 when it is
+    UTC), which ``CURRENT_TIMESTAMP`` column defaults follow (checks.py)."""
+    return "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
+
+
 def read_clock(connection) -> str:
     """SELECT the database's "now" (``now_sql``), for Python code that needs it as a value: the
     scheduler decides which ticks are due by it. Execute with an empty parameter list."""
