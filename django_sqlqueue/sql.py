@@ -90,16 +90,22 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
         queue = f" AND {col['queue']} IN ({', '.join(['%s'] * queue_count)})"
     skip_locked = connection.features.has_select_for_update_skip_locked
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
-    # MariaDB's ready indexes lead with this generated column (sql_mariadb.py), and its
-    # optimizer does not derive it from the status condition.
-    ready = (f"{quote(sql_mariadb.READY_COLUMN)} = 1 AND " if connection.vendor == "mysql"
-             else "")
+    ready = _ready_index_prefix(connection)
     return (
         f"SELECT {col['id']} FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
         f"WHERE {ready}{col['status']} IN ({statuses}) AND {col['run_at']} <= {now} "
         f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > {now}){queue} "
         f"ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s{lock}"
     )
+
+
+def _ready_index_prefix(connection) -> str:
+    """The condition that lets MariaDB use its ready indexes, which lead with a generated column
+    (sql_mariadb.py) that its optimizer does not derive from the status condition; "" on the
+    databases with partial indexes."""
+    if connection.vendor != "mysql":
+        return ""
+    return f"{connection.ops.quote_name(sql_mariadb.READY_COLUMN)} = 1 AND "
 
 
 # ---- the claim of paused and limited queues (queue_limits.py) ------------------------------
@@ -133,8 +139,9 @@ def _ready_distinct(model, connection, field: str, queue: str, after="") -> str:
     column = quote(model._meta.get_field(field).column)
     statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
     status = quote(model._meta.get_field("status").column)
+    ready = _ready_index_prefix(connection)
     probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
-             f"WHERE {queue}{status} IN ({statuses}) AND {column} ")
+             f"WHERE {ready}{queue}{status} IN ({statuses}) AND {column} ")
     first = f"> {after}" if after else "IS NOT NULL"
     return (
         f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
@@ -162,8 +169,9 @@ def ready_ids_by_key(model, connection, queue: str, wanted: dict, now):
            ("id", "status", "run_at", "expires_at", "queue", "priority", "concurrency_key")}
     statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
     columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
+    ready = _ready_index_prefix(connection)
     rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
-            f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
+            f"WHERE {ready}{col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
             f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
             f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
     order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
