@@ -273,9 +273,12 @@ def record_outcomes(model, connection, rows):
     cancelled = JobStatus.CANCELLED.value
     now = now_sql(connection)  # when a cancelled job finished, if its outcome does not say
     if connection.vendor == "mysql":
-        # Times as the column stores them (naive UTC text with USE_TZ).
+        # Times as the column stores them (naive UTC text with USE_TZ). In id order: the lock
+        # step reads the document's rows in order and locks each job as it goes, and locks
+        # taken in another order than a concurrent UPDATE's (a heartbeat's, by id) deadlock.
         to_db = connection.ops.adapt_datetimefield_value
-        document = json.dumps([_outcome_row(*row, time_text=to_db) for row in rows])
+        document = json.dumps([_outcome_row(*row, time_text=to_db)
+                               for row in sorted(rows, key=lambda row: row[0])])
         return sql_mariadb.record_outcomes(table, col), [document]
     if all(row[2] == succeeded for row in rows):
         # Nearly every batch: successes only, which set fewer columns (measured: the general
