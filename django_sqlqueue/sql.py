@@ -212,7 +212,9 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     trips). NOW is read after the row is taken (after SQLite's write lock was granted), so a claim
     never starts with a lease shortened by its wait.
 
-    ``attempts`` is always incremented in SQL (not from a value read earlier).
+    ``attempts`` is always incremented in SQL (not from a value read earlier). On MariaDB, which
+    has no ``UPDATE ... RETURNING``, the statement is a ``sql_mariadb.Stepped`` (as are
+    record_outcomes', rescue_jobs' and advance_schedule's): run it with ``returning.fetch``.
     """
     quote = connection.ops.quote_name
     clock, clock_from = "", ""
