@@ -95,7 +95,8 @@ if [ -z "${DATABASE_URL:-}" ]; then
     tests/chaos -m "not slow" "$@" || status=$?
 fi
 # ---- MariaDB (issue 19): Django 6.1, the whole suite but the browser test, on a throwaway
-# server the suite starts itself (tests/mariadb_server.py), never skipped. About 6 minutes.
+# server the suite starts itself (tests/mariadb_server.py), never skipped. About 12 minutes on 2
+# busy cores (the chaos kills, restarts and terminations take half of it).
 echo "==> Django 6.1: tests on MariaDB"
 SQLQUEUE_TEST_DATABASE=mariadb .venv-django6/bin/pytest -m "not browser" "$@" || status=$?
 exit $status
