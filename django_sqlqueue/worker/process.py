@@ -209,6 +209,8 @@ class WorkerProcess:
         self.claim_bound.claimed(jobs, bounded=after is not None,
                                  seconds=time.monotonic() - started, now=started)
         self.claimed_full_batch = len(jobs) == free
+        if jobs:
+            self.wakeup.found_jobs()
         for job in jobs:
             self.pool.submit(job)
         self.claimed_total += len(jobs)
