@@ -20,11 +20,14 @@ def check_settings(app_configs=None, **kwargs):
 def database_problem(alias: str) -> str | None:
     """Why the database ``alias`` cannot hold the jobs table, or None if it can.
 
-    The claim is one UPDATE ... RETURNING (with FOR UPDATE SKIP LOCKED on PostgreSQL).
+    The claim is one UPDATE ... RETURNING (with FOR UPDATE SKIP LOCKED on PostgreSQL); on
+    MariaDB a SELECT ... FOR UPDATE SKIP LOCKED (10.6+) and an UPDATE in one transaction.
     """
     connection = connections[alias]
     if connection.vendor == "postgresql":
         return None
+    if connection.vendor == "mysql":
+        return _mysql_problem(connection)
     if connection.vendor == "sqlite":
         import sqlite3
 
@@ -34,7 +37,23 @@ def database_problem(alias: str) -> str | None:
     return f"{connection.vendor} is not supported yet"
 
 
-DATABASE_HINT = "Keep the jobs table on PostgreSQL, or on SQLite 3.35 or newer."
+def _mysql_problem(connection) -> str | None:
+    """MariaDB 10.6+ is supported and tested; MySQL is not (no server to test it on)."""
+    try:
+        version = connection.mysql_version
+    except Exception as exc:  # noqa: BLE001 - no server to ask: the check cannot say more
+        return f"its server version could not be read ({exc})"
+    shown = ".".join(map(str, version))
+    if not connection.mysql_is_mariadb:
+        return (f"MySQL {shown} is not supported (untested: only MariaDB 10.6+ is, "
+                "see docs/databases.md)")
+    if version < (10, 6):
+        return f"MariaDB {shown} lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"
+    return None
+
+
+DATABASE_HINT = ("Keep the jobs table on PostgreSQL, on SQLite 3.35 or newer, or on MariaDB 10.6 "
+                 "or newer.")
 
 
 @checks.register(checks.Tags.database)

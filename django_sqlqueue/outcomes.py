@@ -16,7 +16,7 @@ from typing import NamedTuple
 from django.db import connections
 from django.utils import timezone
 
-from . import signals, sql, validation
+from . import returning, signals, sql, validation
 from .conf import get_settings
 from .exceptions import InvalidSchedule
 from .retry import retry_delay_seconds
@@ -87,9 +87,7 @@ def write(changes: list, alias: str) -> set:
          change.run_at, change.finished_at, change.give_back)
         for job, change in changes
     ])
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        written = dict(cursor.fetchall())  # id -> the status written
+    written = dict(returning.fetch(connection, statement, params))  # id -> the status written
     for job, change in changes:
         if job.pk in written:
             job.status = written[job.pk]

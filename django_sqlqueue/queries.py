@@ -14,7 +14,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import queue_limits, signals, sql
+from . import queue_limits, returning, signals, sql
 from .batches import short_transaction
 from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
@@ -263,9 +263,7 @@ class JobQuerySet(models.QuerySet):
             self.model._meta.get_field(name).get_db_prep_save(value, connection)
             for name, value in set_values.items()
         ]
-        with connection.cursor() as cursor:
-            cursor.execute(statement, (*params, *clock_params, *picked_params))
-            rows = cursor.fetchall()
+        rows = returning.fetch(connection, statement, (*params, *clock_params, *picked_params))
         set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
         if now is None and rows:
             # Every row ends with the claim time, as text: parsed once for the whole claim.
@@ -300,7 +298,6 @@ class JobQuerySet(models.QuerySet):
         changed = self.filter(
             ready | Q(status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
         ).update(
-            status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
             finished_at=Case(When(ready, then=Value(now)), default=F("finished_at"),
                              output_field=models.DateTimeField()),
             # Set only for running jobs: it means "asked to stop while it ran", and it is what
@@ -308,6 +305,9 @@ class JobQuerySet(models.QuerySet):
             cancel_requested_at=Case(When(ready, then=None), default=Value(now),
                                      output_field=models.DateTimeField()),
             cancelled_by=by,
+            # Last: MariaDB assigns left to right, each later assignment seeing the new status
+            # (PostgreSQL and SQLite: every one sees the row as it was).
+            status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
         )
         if changed and sends_notify(connections[alias]):
             with connections[alias].cursor() as cursor:
@@ -405,10 +405,8 @@ class JobQuerySet(models.QuerySet):
         with transaction.atomic(using=alias, savepoint=False):
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
             statement = sql.rescue_jobs(self.model, connection, picked_sql, db_clock=now is None)
-            with connection.cursor() as cursor:
-                cursor.execute(statement, [*clock, *picked_params, WORKER_LOST_TYPE, reason,
-                                           limit_chars])
-                rescued = cursor.fetchall()
+            rescued = returning.fetch(connection, statement, [
+                *clock, *picked_params, WORKER_LOST_TYPE, reason, limit_chars])
             if rescued and signals.has_receivers(signals.job_rescued, self.model):
                 self._send_rescued([pk for pk, _ in rescued], alias, reason)
         return len(rescued)

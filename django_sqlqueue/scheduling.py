@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import connections, transaction
 from django.db.models import F
 
-from . import sql, tick_plan
+from . import returning, sql, tick_plan
 from .building import build_job
 from .models import Job, Schedule
 from .schedules import declared, tick_key
@@ -165,14 +165,13 @@ def enqueue_ticks(row: Schedule, plan: tick_plan.TickPlan, *, holder: str, now: 
     connection = connections[alias]
     skipped_at = plan.last_skipped
     with transaction.atomic(using=alias):
-        with connection.cursor() as cursor:
-            cursor.execute(sql.advance_schedule(Schedule, connection), [
-                _db_time(connection, plan.next_run_at), plan.skipped,
-                None if skipped_at is None else _db_time(connection, skipped_at),
-                row.pk, _db_time(connection, row.next_run_at), row.version,
-            ])
-            if cursor.fetchone() is None:
-                return Fired(won=False)
+        moved = returning.fetch(connection, sql.advance_schedule(Schedule, connection), [
+            _db_time(connection, plan.next_run_at), plan.skipped,
+            None if skipped_at is None else _db_time(connection, skipped_at),
+            row.pk, _db_time(connection, row.next_run_at), row.version,
+        ])
+        if not moved:
+            return Fired(won=False)
         jobs = tuple(_enqueue(row, tick, holder=holder, now=now, alias=alias)
                      for tick in plan.enqueue)
         if jobs:

@@ -1,14 +1,19 @@
 """The few statements the ORM cannot say in one round trip, each named and explained.
 
+On MariaDB (``vendor == "mysql"``) several become what sql_mariadb.py builds: objects of a few
+statements where others have one ``UPDATE ... RETURNING``; ``returning.fetch`` runs either.
+
 Values always travel as query parameters; only column and table names (quoted by the backend)
 and the status constants of statuses.py are put into the SQL text.
 """
 
+import datetime as dt
 import json
 
 from django.conf import settings
 from django.db.models import DateTimeField, Func
 
+from . import sql_mariadb
 from .statuses import READY_STATUSES, JobStatus
 
 # ---- the database's clock ---------------------------------------------------------------------
@@ -29,6 +34,8 @@ def now_sql(connection, plus_seconds: bool = False, *, in_filter: bool = False) 
         # the start of this statement, one value for every row, which an index can use.
         clock = "statement_timestamp()" if in_filter else "(SELECT clock_timestamp())"
         return f"({clock} + make_interval(secs => %s))" if plus_seconds else clock
+    if connection.vendor == "mysql":
+        return sql_mariadb.now_sql(plus_seconds)
     # SQLite computes 'now' once per statement step, after taking its write lock, to the
     # millisecond. We write the end of that millisecond: never earlier than a time Python wrote
     # to the microsecond just before (a job's enqueued_at and run_at), and text exactly as
@@ -83,9 +90,13 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
         queue = f" AND {col['queue']} IN ({', '.join(['%s'] * queue_count)})"
     skip_locked = connection.features.has_select_for_update_skip_locked
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
+    # MariaDB's ready indexes lead with this generated column (sql_mariadb.py), and its
+    # optimizer does not derive it from the status condition.
+    ready = (f"{quote(sql_mariadb.READY_COLUMN)} = 1 AND " if connection.vendor == "mysql"
+             else "")
     return (
         f"SELECT {col['id']} FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
-        f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= {now} "
+        f"WHERE {ready}{col['status']} IN ({statuses}) AND {col['run_at']} <= {now} "
         f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > {now}){queue} "
         f"ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s{lock}"
     )
@@ -213,6 +224,13 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     attempts = quote(model._meta.get_field("attempts").column)
     sets.append(f"{attempts} = {attempts} + 1")
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+    if connection.vendor == "mysql":
+        # The column set to NOW, read back as text like PostgreSQL's clock.now::text.
+        claimed_at = next((quote(model._meta.get_field(name).column)
+                           for name, how in assignments if how == NOW), None)
+        return sql_mariadb.claim_jobs(
+            picked_ids_sql, quote(model._meta.db_table), quote(model._meta.pk.column), sets,
+            sum(how != NOW for _, how in assignments), columns, claimed_at)
     if any(how == NOW for _, how in assignments):
         columns += ", clock.now::text" if clock else f", {values[NOW]}"
     return (
@@ -246,6 +264,11 @@ def record_outcomes(model, connection, rows):
     succeeded = JobStatus.SUCCEEDED.value
     cancelled = JobStatus.CANCELLED.value
     now = now_sql(connection)  # when a cancelled job finished, if its outcome does not say
+    if connection.vendor == "mysql":
+        # Times as the column stores them (naive UTC text with USE_TZ).
+        to_db = connection.ops.adapt_datetimefield_value
+        document = json.dumps([_outcome_row(*row, time_text=to_db) for row in rows])
+        return sql_mariadb.record_outcomes(table, col), [document]
     if all(row[2] == succeeded for row in rows):
         # Nearly every batch: successes only, which set fewer columns (measured: the general
         # statement cost PostgreSQL 10% more per job, and the worker a JSON key per column).
@@ -318,6 +341,8 @@ def elect_leader(model, worker_model, connection) -> str:
            ("name", "holder", "elected_at", "expires_at")}
     workers = quote(worker_model._meta.db_table)
     worker_name = quote(worker_model._meta.get_field("name").column)
+    if connection.vendor == "mysql":
+        return sql_mariadb.elect_leader(table, col, workers, worker_name)
     now, later = now_sql(connection), now_sql(connection, plus_seconds=True)
     return (
         f"INSERT INTO {table} ({col['name']}, {col['holder']}, {col['elected_at']}, "  # noqa: S608
@@ -356,6 +381,8 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
     running, failed, exhausted = (JobStatus.RUNNING.value, JobStatus.FAILED.value,
                                   JobStatus.EXHAUSTED.value)
     cancelled = JobStatus.CANCELLED.value
+    if connection.vendor == "mysql":
+        return sql_mariadb.rescue_jobs(table, col, picked_sql, db_clock=db_clock)
     message = (f"'worker ' || COALESCE(job.{col['claimed_by']}, '?') || ' was lost while "
                f"running attempt ' || job.{col['attempts']} || ' (' || %s || '); the attempt "
                "counts as failed.'")
@@ -430,6 +457,8 @@ def advance_schedule(model, connection) -> str:
     col = {name: quote(model._meta.get_field(name).column) for name in (
         "id", "next_run_at", "version", "paused_at", "retired_at", "skipped_ticks",
         "last_skipped_at")}
+    if connection.vendor == "mysql":
+        return sql_mariadb.advance_schedule(table, col)
     skip_locked = connection.features.has_select_for_update_skip_locked
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
     return (
@@ -448,6 +477,8 @@ def delete_jobs(model, connection, picked_ids_sql: str) -> str:
     RETURNING gives their ids. Parameters: those of ``picked_ids_sql``."""
     quote = connection.ops.quote_name
     pk = quote(model._meta.pk.column)
+    if connection.vendor == "mysql":
+        return sql_mariadb.delete_jobs(quote(model._meta.db_table), pk, picked_ids_sql)
     return (f"DELETE FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
             f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {pk}")
 
@@ -512,18 +543,19 @@ def _values_params(connection, fields, rows) -> list:
     ]
 
 
-def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back) -> dict:
+def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back, *,
+                 time_text=dt.datetime.isoformat) -> dict:
     """One row of record_outcomes' document; keys left out are NULL (most outcomes are
-    successes, which set few columns)."""
+    successes, which set few columns). ``time_text``: a time as the document writes it."""
     row = {"id": pk, "token": str(token), "status": status}
     if result is not None:
         row["result"] = result
     if errors is not None:
         row["errors"] = errors
     if run_at is not None:
-        row["run_at"] = run_at.isoformat()
+        row["run_at"] = time_text(run_at)
     if finished_at is not None:
-        row["finished_at"] = finished_at.isoformat()
+        row["finished_at"] = time_text(finished_at)
     if give_back:
         row["give_back"] = 1
     return row
@@ -600,6 +632,10 @@ def add_throughput_counts(model, connection, rows: list) -> tuple[str, list]:
     columns = ", ".join(col[name] for name in names)
     key = ", ".join(col[name] for name in names[:-1])
     count = col["count"]
+    if connection.vendor == "mysql":
+        fields = [model._meta.get_field(name) for name in names]
+        return (sql_mariadb.add_throughput_counts(table, columns, count, len(rows)),
+                _values_params(connection, fields, rows))
     upsert = f"ON CONFLICT ({key}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
     if connection.vendor == "postgresql":
         document = json.dumps([
@@ -621,7 +657,8 @@ def repeatable_read(connection) -> str | None:
     """SQL text that makes the transaction just begun read one snapshot for all its statements
     (PostgreSQL; it must come before any query of the transaction), so that several reads
     agree; None where a transaction reads one snapshot anyway (SQLite)."""
-    if connection.vendor == "postgresql":
+    if connection.vendor in ("postgresql", "mysql"):
+        # MariaDB: before the transaction's first statement, which is when it begins.
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     return None
 

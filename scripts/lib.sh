@@ -32,3 +32,12 @@ have_postgres() {  # the server binaries tests/postgres_cluster.py runs (initdb,
 have_pgbouncer() {  # the pooler tests/pgbouncer.py runs in the pgbouncer pass
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]
 }
+
+have_mariadb() {  # the server tests/mariadb_server.py runs (mariadbd, mariadb-install-db)
+  { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
+    command -v mariadb-install-db >/dev/null 2>&1
+}
+
+have_mariadb_headers() {  # what pip needs to build mysqlclient
+  pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null
+}

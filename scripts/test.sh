@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/lib.sh  # apt_install, have_postgres, have_pgbouncer, python_at_least
+source scripts/lib.sh  # apt_install, have_postgres, have_pgbouncer, have_mariadb, python_at_least
 
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
   apt_install "PostgreSQL server (initdb, pg_ctl)" postgresql || {
@@ -24,6 +24,16 @@ fi
 if [ -z "${DATABASE_URL:-}" ] && ! have_pgbouncer; then
   apt_install "PgBouncer (for the pgbouncer pass)" pgbouncer || {
     echo "The pgbouncer pass will fail without it." >&2; }
+fi
+# MariaDB: the server for the mariadb pass (tests/mariadb_server.py) and the headers that
+# mysqlclient (in the test extra) is built against.
+if ! have_mariadb; then
+  apt_install "MariaDB server (mariadbd, mariadb-install-db)" mariadb-server || {
+    echo "The mariadb pass will fail without it." >&2; }
+fi
+if ! have_mariadb_headers; then
+  apt_install "MariaDB client headers (to build mysqlclient)" libmariadb-dev pkg-config gcc || {
+    echo "pip cannot build mysqlclient without them." >&2; exit 1; }
 fi
 
 # The admin's browser test (tests/admin/test_browser.py) drives Debian's Chromium through its
@@ -83,4 +93,9 @@ if [ -z "${DATABASE_URL:-}" ]; then
   SQLQUEUE_TEST_DATABASE=pgbouncer .venv-django6/bin/pytest tests/integration tests/process \
     tests/chaos -m "not slow" "$@" || status=$?
 fi
+# ---- MariaDB (issue 19): Django 6.1, on a throwaway server the suite starts itself
+# (tests/mariadb_server.py), never skipped.
+echo "==> Django 6.1: tests on MariaDB"
+SQLQUEUE_TEST_DATABASE=mariadb .venv-django6/bin/pytest tests/unit tests/integration \
+  -m "not browser" "$@" || status=$?
 exit $status

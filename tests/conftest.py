@@ -7,11 +7,13 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from tests.mariadb_server import MariaDBServer
 from tests.postgres_cluster import Cluster
 
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
 # The pgbouncer pass is PostgreSQL through a transaction-pooling PgBouncer (tests/pgbouncer.py).
 POSTGRESQL = VENDOR in ("postgresql", "pgbouncer")
+MARIADB = VENDOR == "mariadb"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,6 +28,11 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="PostgreSQL-only; runs in the postgresql pass")
         for item in items:
             if "postgresql" in item.keywords:
+                item.add_marker(skip)
+    if MARIADB:
+        skip = pytest.mark.skip(reason="not on MariaDB (the test says why)")
+        for item in items:
+            if "not_mariadb" in item.keywords:
                 item.add_marker(skip)
 
 
@@ -62,6 +69,21 @@ def pg_cluster():
     if cluster.pgbouncer is not None:
         cluster.pgbouncer.stop()
     cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def mariadb_server():
+    """The throwaway MariaDB server (tests/mariadb_server.py), or None when the pass is not on
+    MariaDB or DATABASE_URL names a server."""
+    if not MARIADB or "DATABASE_URL" in os.environ:
+        yield None
+        return
+    server = MariaDBServer().start()
+    for alias in settings.DATABASES:
+        settings.DATABASES[alias]["PORT"] = str(server.port)
+    yield server
+    connections.close_all()
+    server.destroy()
 
 
 @pytest.fixture(scope="session", autouse=VENDOR == "pgbouncer")
@@ -127,8 +149,9 @@ def direct_connect_kwargs(alias="default") -> dict:
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, pg_cluster):
-    """Start the cluster before pytest-django creates the test databases on it."""
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, pg_cluster,
+                                 mariadb_server):
+    """Start the server before pytest-django creates the test databases on it."""
 
 
 @pytest.fixture
@@ -140,8 +163,9 @@ def db_url():
         if conn["ENGINE"].endswith("sqlite3"):
             return f"sqlite:///{conn['NAME']}"
         password = f":{conn['PASSWORD']}" if conn.get("PASSWORD") else ""
+        scheme = "mysql" if conn["ENGINE"].endswith("mysql") else "postgres"
         return (
-            f"postgres://{conn['USER']}{password}@{conn['HOST']}:{conn['PORT']}/{conn['NAME']}"
+            f"{scheme}://{conn['USER']}{password}@{conn['HOST']}:{conn['PORT']}/{conn['NAME']}"
         )
 
     return build

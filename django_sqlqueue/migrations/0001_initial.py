@@ -59,7 +59,15 @@ class Migration(migrations.Migration):
             ],
             options={
                 'indexes': [models.Index(condition=models.Q(('status__in', ('queued', 'failed'))), fields=['queue', '-priority', 'run_at', 'id'], name='sqlqueue_job_ready'), models.Index(condition=models.Q(('status', 'running')), fields=['lease_expires_at'], name='sqlqueue_job_leases')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status__in', ('queued', 'running', 'failed')), ('unique_key__isnull', False)), fields=('unique_key',), name='sqlqueue_job_unique_key'), models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'exhausted', 'cancelled', 'expired'])), name='sqlqueue_job_status_valid'), models.CheckConstraint(condition=models.Q(('priority__gte', -100), ('priority__lte', 100)), name='sqlqueue_job_priority_range'), models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1)), name='sqlqueue_job_max_attempts_positive')],
+                'constraints': [models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'exhausted', 'cancelled', 'expired'])), name='sqlqueue_job_status_valid'), models.CheckConstraint(condition=models.Q(('priority__gte', -100), ('priority__lte', 100)), name='sqlqueue_job_priority_range'), models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1)), name='sqlqueue_job_max_attempts_positive')],
             },
+        ),
+        # Added on its own, not in CreateModel's options (the same state and, on PostgreSQL and
+        # SQLite, the same schema): on MariaDB, which has no partial unique index, Django's
+        # CreateModel runs the None its create_sql returns as SQL ("None": a syntax error),
+        # where AddConstraint skips it. Migration 0012 gives MariaDB the constraint instead.
+        migrations.AddConstraint(
+            model_name='job',
+            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ('queued', 'running', 'failed')), ('unique_key__isnull', False)), fields=('unique_key',), name='sqlqueue_job_unique_key'),
         ),
     ]

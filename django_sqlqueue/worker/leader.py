@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from .. import sql
+from .. import returning, sql
 from ..conf import QueueSettings
 from ..models import Leader as LeaderRow
 from ..models import Worker
@@ -75,10 +75,9 @@ class Leader:
         """Ask for the term: take it if vacant or run out, renew it if ours. ``now`` is not
         used: a term is real time, on the database's clock, even when a test injects a clock."""
         connection = connections[self.alias]
-        with connection.cursor() as cursor:
-            cursor.execute(sql.elect_leader(LeaderRow, Worker, connection),
-                           [self.config.name, self.config.holder, float(self.config.term_seconds)])
-            leading = cursor.fetchone() is not None
+        leading = bool(returning.fetch(
+            connection, sql.elect_leader(LeaderRow, Worker, connection),
+            [self.config.name, self.config.holder, float(self.config.term_seconds)]))
         changed = leading != self.leading
         self.leading = leading
         self.renewed_at = self.clock() if leading else None
