@@ -362,7 +362,9 @@ class JobQuerySet(models.QuerySet):
         at = now or sql.DatabaseNow(in_filter=True)
         due = self.filter(status__in=READY_STATUSES, expires_at__lte=at)
         if limit is not None:
-            picked = due.order_by().values("pk")[:limit]
+            picked = due.order_by().values_list("pk", flat=True)[:limit]
+            if not connections[self._write_alias()].features.allow_sliced_subqueries_with_in:
+                picked = list(picked)  # MariaDB: no LIMIT in an IN subquery
             due = self.model.objects.using(self._write_alias()).filter(
                 pk__in=picked, status__in=READY_STATUSES, expires_at__lte=at
             )

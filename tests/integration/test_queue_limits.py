@@ -142,6 +142,7 @@ def test_states_say_what_the_waiting_jobs_wait_for():
     assert states["default"].limits == "1 running; per key: 1 running"
 
 
+@pytest.mark.not_mariadb  # its claim is a transaction of three statements (sql_mariadb.Stepped)
 def test_unlimited_claims_stay_one_statement(django_assert_num_queries):
     jobs = Job.objects.bulk_enqueue(add.prepare(i, i) for i in range(3))
     controls = read_controls(Job, "default")
