@@ -605,13 +605,13 @@ def baseline_lines(ours) -> list:
 
 def render_mariadb(phase, report) -> list:
     """The MariaDB phase's table, ratios and notes (its own section, after PostgreSQL's)."""
-    server = phase.get("server", {})
-    version = ".".join(server.get("version", "?").split(".")[:2])
-    lines = [f"On MariaDB {version} (same run, one throwaway server; InnoDB flushes its log at "
-             f"every commit: innodb_flush_log_at_trx_commit={server.get('innodb_flush_log_at_trx_commit', '?')}, "  # noqa: E501
-             f"doublewrite {server.get('innodb_doublewrite', '?')}):", ""]
     if "error" in phase:
-        return lines + [f"- n/a: {phase['error']}"]
+        return [f"On MariaDB: n/a: {phase['error']}"]
+    server = phase["server"]
+    version = ".".join(server["version"].split(".")[:2])
+    lines = [f"On MariaDB {version} (same run, one throwaway server at its default durability: "
+             f"innodb_flush_log_at_trx_commit = {server['innodb_flush_log_at_trx_commit']}, "
+             f"innodb_doublewrite = {server['innodb_doublewrite']}):", ""]
     lines += system_tables(phase["systems"], MARIADB_METRICS, report, reasons=True)
     lines += baseline_lines(next((r for r in phase["systems"] if r["system"] == "sqlqueue"
                                   and "error" not in r), None))
