@@ -81,6 +81,11 @@ def mariadb_server():
     server = MariaDBServer().start()
     for alias in settings.DATABASES:
         settings.DATABASES[alias]["PORT"] = str(server.port)
+    # Worker subprocesses run Django's checks, whose MySQL field check connects to every
+    # database: to the test databases of "other" and "jobs" too, which pytest-django creates
+    # only for a run with tests that use them. Empty ones do (it re-creates them if needed).
+    server.create_databases(*(f"test_{settings.DATABASES[alias]['NAME']}"
+                              for alias in settings.DATABASES if alias != "default"))
     yield server
     connections.close_all()
     server.destroy()

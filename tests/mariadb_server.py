@@ -141,6 +141,11 @@ class MariaDBServer:
         self.stop(kill=mode == "immediate")
         self._launch()
 
+    def create_databases(self, *names):
+        """CREATE DATABASE each of ``names`` unless it exists."""
+        self._sql(" ".join(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4;"
+                           for name in names))
+
     def kill_connections(self, user=USER) -> int:
         """KILL every connection of ``user`` (as an operator or a failover would); how many."""
         ids = self._sql(

@@ -12,7 +12,7 @@ SUMMARY_CHARS = 300
 
 class LastError(Func):
     """``errors[-1][key]``, cut to SUMMARY_CHARS; NULL when there is no error (or on databases
-    other than PostgreSQL and SQLite, where the list simply shows no error summary)."""
+    other than PostgreSQL, SQLite and MariaDB, where the list simply shows no error summary)."""
 
     output_field = CharField()
 
@@ -33,6 +33,14 @@ class LastError(Func):
         column, params = self._column(compiler)
         path = f"$[#-1].{self.key}"
         return f"SUBSTR(JSON_EXTRACT({column}, %s), 1, {SUMMARY_CHARS})", (*params, path)
+
+    def as_mysql(self, compiler, connection, **extra_context):
+        # MariaDB reads a negative index ($[-1]) only from 10.9: the last index, counted.
+        column, params = self._column(compiler)
+        path = f"CONCAT('$[', JSON_LENGTH({column}) - 1, '].', %s)"
+        return (f"CASE WHEN JSON_LENGTH({column}) > 0 THEN LEFT(JSON_UNQUOTE(JSON_EXTRACT("
+                f"{column}, {path})), {SUMMARY_CHARS}) END",
+                (*params, *params, *params, *params, self.key))
 
     def as_sql(self, compiler, connection, **extra_context):
         return "NULL", ()

@@ -145,7 +145,17 @@ SQL_ASSEMBLY = {
                "key", "count", "upsert", "run_at",
                # Cancelling running jobs (issue 16): a status constant, CASE fragments of
                # column names and status constants.
-               "cancelled", "given_up"},
+               "cancelled", "given_up",
+               # Issue 19, MariaDB: "`is_ready` = 1 AND " or "" (ready).
+               "ready"},
+    # Issue 19, MariaDB's statements: quoted names (table, pk, col, column, workers,
+    # worker_name, columns), the clock's SQL text (now, later), assignments of those and of
+    # status constants (sets, returned), the ORM's compiled picked ids (picked_ids_sql), %s
+    # placeholders (values; _ids(count), count an int), and a statement's head built of those
+    # in the same module (prefix).
+    "sql_mariadb.py": {"table", "pk", "col", "column", "workers", "worker_name", "columns",
+                       "now", "later", "sets", "returned", "running", "picked_ids_sql",
+                       "values", "_ids", "count", "prefix"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 
