@@ -145,7 +145,8 @@ class Workers:
 
 # ---- the system interface -----------------------------------------------------------------------
 class System:
-    """Hooks a driver fills in. ``dsn`` is a libpq URL of this system's own fresh database."""
+    """Hooks a driver fills in. ``dsn`` is the URL of this system's own fresh database:
+    ``postgresql://...`` or, in the MariaDB phase, ``mysql://...``."""
 
     name = "?"
     label = "?"
