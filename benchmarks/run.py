@@ -605,8 +605,8 @@ def baseline_lines(ours) -> list:
 
 def render_mariadb(phase, report) -> list:
     """The MariaDB phase's table, ratios and notes (its own section, after PostgreSQL's)."""
-    if "error" in phase:
-        return [f"On MariaDB: n/a: {phase['error']}"]
+    if "server" not in phase:  # it never started
+        return [f"On MariaDB: n/a: {phase.get('error', '?')}"]
     server = phase["server"]
     version = ".".join(server["version"].split(".")[:2])
     lines = [f"On MariaDB {version} (same run, one throwaway server at its default durability: "
@@ -617,6 +617,8 @@ def render_mariadb(phase, report) -> list:
                                   and "error" not in r), None))
     notes = ["django-sqlqueue wakes its workers by polling on MariaDB (no NOTIFY); each system "
              "at its defaults, the same worker process count as on PostgreSQL."]
+    if "error" in phase:  # it failed after some systems ran
+        notes.append(phase["error"])
     for result in phase["systems"]:
         if "error" in result:
             notes.append(f"{result['label']}: n/a: {result['error']}")
