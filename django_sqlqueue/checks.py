@@ -49,7 +49,28 @@ def _mysql_problem(connection) -> str | None:
                 "see docs/databases.md)")
     if version < (10, 6):
         return f"MariaDB {shown} lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"
-    return None
+    return _time_zone_problem(connection)
+
+
+def _time_zone_problem(connection) -> str | None:
+    """With USE_TZ, Django stores UTC, but the job table's column defaults (``db_default=Now()``:
+    ``CURRENT_TIMESTAMP(6)``, for jobs inserted by plain SQL) are in the session's time zone,
+    which Django leaves as the server's: it must be UTC, or such jobs run hours early or late."""
+    from django.conf import settings
+
+    from . import sql
+
+    if not settings.USE_TZ:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(sql.session_utc_offset(connection), [])
+        offset_seconds = cursor.fetchone()[0]
+    if offset_seconds == 0:
+        return None
+    return (f"its session time zone is {offset_seconds / 3600:+g} h from UTC, so the job "
+            "table's column defaults (jobs inserted by plain SQL) would not be UTC as Django's "
+            "times are: set the server's default_time_zone to '+00:00', or add "
+            "\"init_command\": \"SET time_zone = '+00:00'\" to the database's OPTIONS")
 
 
 DATABASE_HINT = ("Keep the jobs table on PostgreSQL, on SQLite 3.35 or newer, or on MariaDB 10.6 "

@@ -90,16 +90,22 @@ def ready_ids(model, connection, *, queue_count: int | None, db_clock: bool = Tr
         queue = f" AND {col['queue']} IN ({', '.join(['%s'] * queue_count)})"
     skip_locked = connection.features.has_select_for_update_skip_locked
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
-    # MariaDB's ready indexes lead with this generated column (sql_mariadb.py), and its
-    # optimizer does not derive it from the status condition.
-    ready = (f"{quote(sql_mariadb.READY_COLUMN)} = 1 AND " if connection.vendor == "mysql"
-             else "")
+    ready = _ready_index_prefix(connection)
     return (
         f"SELECT {col['id']} FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
         f"WHERE {ready}{col['status']} IN ({statuses}) AND {col['run_at']} <= {now} "
         f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > {now}){queue} "
         f"ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT %s{lock}"
     )
+
+
+def _ready_index_prefix(connection) -> str:
+    """The condition that lets MariaDB use its ready indexes, which lead with a generated column
+    (sql_mariadb.py) that its optimizer does not derive from the status condition; "" on the
+    databases with partial indexes."""
+    if connection.vendor != "mysql":
+        return ""
+    return f"{connection.ops.quote_name(sql_mariadb.READY_COLUMN)} = 1 AND "
 
 
 # ---- the claim of paused and limited queues (queue_limits.py) ------------------------------
@@ -133,8 +139,9 @@ def _ready_distinct(model, connection, field: str, queue: str, after="") -> str:
     column = quote(model._meta.get_field(field).column)
     statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
     status = quote(model._meta.get_field("status").column)
+    ready = _ready_index_prefix(connection)
     probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
-             f"WHERE {queue}{status} IN ({statuses}) AND {column} ")
+             f"WHERE {ready}{queue}{status} IN ({statuses}) AND {column} ")
     first = f"> {after}" if after else "IS NOT NULL"
     return (
         f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
@@ -162,8 +169,9 @@ def ready_ids_by_key(model, connection, queue: str, wanted: dict, now):
            ("id", "status", "run_at", "expires_at", "queue", "priority", "concurrency_key")}
     statuses = ", ".join(f"'{status}'" for status in READY_STATUSES)
     columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
+    ready = _ready_index_prefix(connection)
     rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
-            f"WHERE {col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
+            f"WHERE {ready}{col['status']} IN ({statuses}) AND {col['run_at']} <= %s "
             f"AND ({col['expires_at']} IS NULL OR {col['expires_at']} > %s) "
             f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
     order = f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
@@ -204,7 +212,9 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
     trips). NOW is read after the row is taken (after SQLite's write lock was granted), so a claim
     never starts with a lease shortened by its wait.
 
-    ``attempts`` is always incremented in SQL (not from a value read earlier).
+    ``attempts`` is always incremented in SQL (not from a value read earlier). On MariaDB, which
+    has no ``UPDATE ... RETURNING``, the statement is a ``sql_mariadb.Stepped`` (as are
+    record_outcomes', rescue_jobs' and advance_schedule's): run it with ``returning.fetch``.
     """
     quote = connection.ops.quote_name
     clock, clock_from = "", ""
@@ -265,9 +275,12 @@ def record_outcomes(model, connection, rows):
     cancelled = JobStatus.CANCELLED.value
     now = now_sql(connection)  # when a cancelled job finished, if its outcome does not say
     if connection.vendor == "mysql":
-        # Times as the column stores them (naive UTC text with USE_TZ).
+        # Times as the column stores them (naive UTC text with USE_TZ). In id order: the lock
+        # step reads the document's rows in order and locks each job as it goes, and locks
+        # taken in another order than a concurrent UPDATE's (a heartbeat's, by id) deadlock.
         to_db = connection.ops.adapt_datetimefield_value
-        document = json.dumps([_outcome_row(*row, time_text=to_db) for row in rows])
+        document = json.dumps([_outcome_row(*row, time_text=to_db)
+                               for row in sorted(rows, key=lambda row: row[0])])
         return sql_mariadb.record_outcomes(table, col), [document]
     if all(row[2] == succeeded for row in rows):
         # Nearly every batch: successes only, which set fewer columns (measured: the general
@@ -427,6 +440,12 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
         f"AND job.{col['lease_expires_at']} {same} picked.{col['lease_expires_at']} "
         f"RETURNING {returning}"
     )
+
+
+def session_utc_offset(connection) -> str:
+    """MariaDB: SELECT how many seconds the session's time zone is ahead of UTC (0 when it is
+    UTC), which ``CURRENT_TIMESTAMP`` column defaults follow (checks.py)."""
+    return "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
 
 
 def read_clock(connection) -> str:

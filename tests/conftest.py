@@ -29,6 +29,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "postgresql" in item.keywords:
                 item.add_marker(skip)
+    if not POSTGRESQL and not MARIADB:
+        skip = pytest.mark.skip(reason="needs a database server; runs in the postgresql and "
+                                       "mariadb passes")
+        for item in items:
+            if "server_database" in item.keywords:
+                item.add_marker(skip)
     if MARIADB:
         skip = pytest.mark.skip(reason="not on MariaDB (the test says why)")
         for item in items:
@@ -89,6 +95,13 @@ def mariadb_server():
     yield server
     connections.close_all()
     server.destroy()
+
+
+@pytest.fixture(scope="session")
+def database_server(pg_cluster, mariadb_server):
+    """The throwaway server of this pass, PostgreSQL or MariaDB, whichever runs (both have
+    ``restart(mode)``); None on SQLite or when DATABASE_URL names a server."""
+    return pg_cluster or mariadb_server
 
 
 @pytest.fixture(scope="session", autouse=VENDOR == "pgbouncer")

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.postgres_cluster import _free_port
+from tests.postgres_cluster import _free_port, _user_exists
 
 INSTALL_HINT = (
     "The MariaDB server (mariadbd, mariadb-install-db) was not found. Install it "
@@ -159,10 +159,3 @@ class MariaDBServer:
         self.stop(kill=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
-
-def _user_exists(name) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False

@@ -196,6 +196,8 @@ class WorkerProcess:
             controls=self._controls(),
         )
         self.claimed_full_batch = len(jobs) == free
+        if jobs:
+            self.wakeup.found_jobs()
         for job in jobs:
             self.pool.submit(job)
         self.claimed_total += len(jobs)

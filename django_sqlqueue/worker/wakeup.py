@@ -15,6 +15,13 @@ one (a chance of about e**-CLAIMERS_PER_NOTIFY), their polls find it within a po
 N counts the registered workers that serve the queue, busy or not, read every
 ``PEERS_REFRESH_SECONDS``; with 2 workers (or any number up to CLAIMERS_PER_NOTIFY) every one
 claims, as before.
+
+A worker that cannot LISTEN (MariaDB and SQLite have no NOTIFY; PostgreSQL behind a pooler with
+no LISTEN_DATABASE) polls adaptively: after a claim that found jobs, the next polls come after
+``FAST_POLL_SECONDS``, then twice that, and so on back up to the poll interval. Jobs that come
+in a stream are then picked up within tens of milliseconds, while an idle worker still polls
+once per interval. Measured on MariaDB (one worker polling every 1 s, jobs enqueued 0.05-1.5 s
+apart): pickup p50 624 ms and p95 1032 ms before, see docs/databases.md for after.
 """
 
 import logging
@@ -32,6 +39,9 @@ from .resilience import Backoff
 logger = logging.getLogger(__name__)
 #: How often a worker counts the workers serving its queues (one SELECT of the worker table).
 PEERS_REFRESH_SECONDS = 30.0
+#: A polling worker's first wait after a claim that found jobs; each empty poll doubles it, up
+#: to the poll interval.
+FAST_POLL_SECONDS = 0.05
 
 
 class Claimers:
@@ -79,6 +89,8 @@ class Wakeup:
         self._follow_up_at = None  # monotonic time of the look due after a NOTIFY, if any
         self.claimers = Claimers(get_settings().CLAIMERS_PER_NOTIFY)
         self.peers_read_at = -float("inf")  # monotonic time the workers were last counted
+        # Without NOTIFY: the wait before the next poll, shortened by found_jobs().
+        self._next_poll_seconds = poll_interval
         self._started_at = None  # monotonic time of the first peers_due()
         subscribe_in_process(self.event)
 
@@ -119,8 +131,18 @@ class Wakeup:
         return woken
 
     def next_poll(self, rand=random.uniform) -> float:
-        """Seconds until the next poll: jittered so that many workers do not poll in step."""
-        return self.poll_interval * rand(0.8, 1.2)
+        """Seconds until the next poll: jittered so that many workers do not poll in step.
+        Without NOTIFY, shorter while jobs keep coming (``found_jobs``)."""
+        seconds = self.poll_interval
+        if not self.use_notify:
+            seconds = min(self._next_poll_seconds, self.poll_interval)
+            self._next_poll_seconds = min(seconds * 2, self.poll_interval)
+        return seconds * rand(0.8, 1.2)
+
+    def found_jobs(self) -> None:
+        """A claim found jobs: more may follow soon, so a polling worker looks again sooner."""
+        if not self.use_notify:
+            self._next_poll_seconds = min(FAST_POLL_SECONDS, self.poll_interval)
 
     # ---- PostgreSQL LISTEN -----------------------------------------------------------------
     def _listen(self):

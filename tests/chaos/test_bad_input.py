@@ -242,7 +242,8 @@ def manage(argv, capsys):
     return info.value.code, capsys.readouterr().err
 
 
-@pytest.mark.django_db
+# Every database: the commands run Django's checks, whose MySQL field checks connect to each.
+@pytest.mark.django_db(databases="__all__")
 @pytest.mark.parametrize("overrides, fragment", [c[1:] for c in SETTINGS],
                          ids=[c[0] for c in SETTINGS])
 def test_bad_settings_stop_the_worker_with_a_clear_message(settings, capsys, overrides,
@@ -252,7 +253,8 @@ def test_bad_settings_stop_the_worker_with_a_clear_message(settings, capsys, ove
     assert code != 0 and "sqlqueue.E001" in err and fragment in err, err
 
 
-@pytest.mark.django_db
+# Every database: the commands run Django's checks, whose MySQL field checks connect to each.
+@pytest.mark.django_db(databases="__all__")
 @pytest.mark.parametrize("argv, fragment", OPTIONS)
 def test_bad_command_options_exit_non_zero_with_a_clear_message(capsys, argv, fragment):
     code, err = manage(argv, capsys)

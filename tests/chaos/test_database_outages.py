@@ -1,6 +1,7 @@
 """Scenarios 2 and 3: the database goes away under a working fleet, by ``pg_ctl restart -m fast``
 or by ``pg_terminate_backend`` of every worker connection (LISTEN connections included); in the
-pgbouncer pass, PgBouncer restarts too. Every job
+pgbouncer pass, PgBouncer restarts too; in the MariaDB pass, the server restarts (a clean
+shutdown, and a SIGKILL) and ``KILL CONNECTION`` ends every worker connection. Every job
 still ends succeeded, none is lost, no worker exits, and every job that ran twice did so because
 the queue recorded its earlier attempt as failed by the outage (see ledger.py)."""
 
@@ -8,7 +9,7 @@ import random
 import time
 
 import pytest
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
@@ -16,7 +17,7 @@ from tests.chaos.conftest import Fleet, elapsed, seed, sized
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 JOBS = sized(3_000, 50_000)
 CONCURRENCIES = (1, 2, 4, 1, 2, 4)
@@ -67,6 +68,7 @@ def _restarts_under_load(start_worker, restart, reliability, scenario):
     assert "database unavailable" in fleet.output()
 
 
+@pytest.mark.postgresql
 def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
                                                             reliability):
     if pg_cluster is None:
@@ -75,6 +77,7 @@ def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clu
                          "restarts")
 
 
+@pytest.mark.postgresql
 def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
                                                            reliability):
     """The pgbouncer pass: the pooler, not PostgreSQL, goes away under the fleet (SIGTERM drops
@@ -85,8 +88,30 @@ def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_clus
                          "pgbouncer restarts")
 
 
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_mariadb_restarts_lose_no_job_and_stop_no_worker(start_worker, mariadb_server,
+                                                         reliability, mode):
+    """The MariaDB pass: a clean shutdown (SIGTERM), or a crash (SIGKILL; InnoDB recovers
+    at start), under the fleet, and the server back on the same port."""
+    if mariadb_server is None:
+        pytest.skip("runs in the MariaDB pass (SQLQUEUE_TEST_DATABASE=mariadb)")
+    _restarts_under_load(start_worker, lambda: mariadb_server.restart(mode=mode), reliability,
+                         f"mariadb restarts ({mode})")
+
+
 def _terminate_worker_connections() -> int:
+    """End every other connection to the test database, as an operator or a failover would."""
     with connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            cursor.execute("SELECT id FROM information_schema.processlist "
+                           "WHERE db = DATABASE() AND id <> CONNECTION_ID()")
+            ids = [row[0] for row in cursor.fetchall()]
+            for connection_id in ids:
+                try:
+                    cursor.execute("KILL CONNECTION %s", [connection_id])
+                except OperationalError:  # it had just closed: 1094, unknown thread
+                    pass
+            return len(ids)
         cursor.execute(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
@@ -96,6 +121,8 @@ def _terminate_worker_connections() -> int:
 
 
 def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, reliability):
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no server connections to end")
     rng = random.Random(run_seed := seed())
     jobs = _enqueue(JOBS)
     started = time.monotonic()

@@ -13,7 +13,7 @@ from tests.chaos.conftest import Fleet, elapsed, seed, sized
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True)]
 
 JOBS = sized(10_000, 100_000)
 CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))

@@ -16,7 +16,7 @@ from tests.chaos.ledger import tally
 from tests.testapp.jobs import order
 from tests.testapp.models import Order, Run
 
-pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True)]
 
 ENQUEUES = sized(1_000, 20_000)
 THREADS = 4

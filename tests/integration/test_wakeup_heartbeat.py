@@ -8,7 +8,7 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.pool import Pool
-from django_sqlqueue.worker.wakeup import Wakeup
+from django_sqlqueue.worker.wakeup import FAST_POLL_SECONDS, Wakeup
 from tests.testapp.tasks import sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,6 +23,19 @@ def test_a_notification_wakes_only_a_worker_of_its_queues():
     every = Wakeup(alias="default", queues=None, poll_interval=60, use_notify=False)
     assert every.notified("anything") and every.wait(timeout=0)
     assert every.next_poll(rand=lambda low, high: high) == pytest.approx(72)  # +20% at most
+
+
+def test_a_polling_worker_looks_again_sooner_while_jobs_keep_coming():
+    # No NOTIFY (MariaDB, SQLite): after a claim that found jobs the polls come after 50 ms,
+    # then twice as long each time, back to the poll interval; idle, once per interval.
+    wakeup = Wakeup(alias="default", queues=None, poll_interval=1, use_notify=False)
+    middle = lambda low, high: 1.0  # noqa: E731 - no jitter
+    assert wakeup.next_poll(rand=middle) == 1
+    wakeup.found_jobs()
+    waits = [wakeup.next_poll(rand=middle) for _ in range(7)]
+    assert waits == pytest.approx([FAST_POLL_SECONDS * 2**n for n in range(5)] + [1, 1])
+    wakeup.found_jobs()
+    assert wakeup.next_poll(rand=middle) == pytest.approx(FAST_POLL_SECONDS)
 
 
 def test_after_a_notify_the_worker_looks_once_more_a_moment_later():

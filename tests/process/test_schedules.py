@@ -91,13 +91,14 @@ def test_a_schedule_ticks_once_per_tick_across_a_crash_and_a_restart_of_every_wo
     assert "schedules: 1 declared" in c.output
 
 
-@pytest.mark.postgresql
-def test_a_schedule_ticks_once_per_tick_across_a_postgresql_restart(start_worker, pg_cluster):
-    if pg_cluster is None:
-        pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
+@pytest.mark.server_database
+def test_a_schedule_ticks_once_per_tick_across_a_database_restart(start_worker,
+                                                                   database_server):
+    if database_server is None:
+        pytest.skip("needs the suite's own server (DATABASE_URL names an outside server)")
     workers = [start(start_worker, f"w{n}") for n in range(2)]
     first = wait_for_ticks(2, workers[0])
-    pg_cluster.restart(mode="fast")
+    database_server.restart(mode="fast")
     connections.close_all()
     time.sleep(1)
     last = wait_for_ticks(4, workers[0], after=first)

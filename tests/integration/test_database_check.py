@@ -1,0 +1,44 @@
+"""The database check (sqlqueue.E002): the jobs database of every pass is accepted; MariaDB
+older than 10.6 (no SKIP LOCKED) and MySQL (untested) are refused with the reason."""
+
+from types import SimpleNamespace
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from django_sqlqueue.checks import DATABASE_HINT, _mysql_problem, database_problem
+
+
+@pytest.mark.django_db
+def test_the_jobs_database_of_this_pass_is_accepted(capsys):
+    assert database_problem("default") is None
+    call_command("check", databases=["default"])  # raises SystemCheckError on an error
+    assert "sqlqueue.E002" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version, mariadb, problem", [
+    ((10, 5, 27), True, "MariaDB 10.5.27 lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"),
+    ((8, 0, 36), False, "MySQL 8.0.36 is not supported (untested: only MariaDB 10.6+ is"),
+])
+def test_mariadb_before_10_6_and_mysql_are_refused_saying_why(version, mariadb, problem):
+    server = SimpleNamespace(mysql_version=version, mysql_is_mariadb=mariadb)
+    assert _mysql_problem(server).startswith(problem)
+    assert "MariaDB 10.6" in DATABASE_HINT
+
+
+@pytest.mark.django_db
+def test_a_mariadb_session_not_in_utc_is_refused_naming_the_fix():
+    """Jobs inserted by plain SQL take their times from CURRENT_TIMESTAMP, in the session's time
+    zone; Django's are UTC."""
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB's session time zone; runs in the mariadb pass")
+    with connection.cursor() as cursor:
+        cursor.execute("SET time_zone = '+02:00'")
+    try:
+        problem = database_problem("default")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET time_zone = '+00:00'")
+    assert "time zone is +2 h from UTC" in problem
+    assert "SET time_zone = '+00:00'" in problem and "default_time_zone" in problem

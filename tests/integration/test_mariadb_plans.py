@@ -1,0 +1,63 @@
+"""MariaDB specifics: with no partial indexes, the claim still reads only ready rows, in claim
+order, from an index (migration 0012's generated column ``is_ready`` leads the ready indexes),
+and the unique key binds only unfinished jobs (``unfinished_unique_key``)."""
+
+import json
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+
+from django_sqlqueue import sql
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from tests.testapp.tasks import add
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture(autouse=True)
+def _mariadb_only():
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB's stand-ins for partial indexes; runs in the mariadb pass")
+
+
+def _claim_plan(queues) -> dict:
+    """ANALYZE (run, with the plan) of the id-picking part of the claim, as a dict."""
+    picked = sql.ready_ids(Job, connection, queue_count=None if queues is None else len(queues))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE FORMAT=JSON " + picked, [*(queues or ()), 10])
+        block = json.loads(cursor.fetchone()[0])["query_block"]
+    assert "filesort" not in json.dumps(block), block  # claim order comes from the index
+    (step,) = block["nested_loop"]
+    return step["table"]
+
+
+def test_the_claim_reads_ten_index_entries_for_ten_jobs_among_many_finished_ones():
+    with connection.cursor() as cursor:
+        # 20,000 finished and 1,000 ready jobs, written by SQL for speed.
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, status, finished_at) "
+            "SELECT 'tests.testapp.tasks.add', 'default', '{}', 'succeeded', UTC_TIMESTAMP(6) "
+            "FROM seq_1_to_20000"
+        )
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, priority) "
+            "SELECT 'tests.testapp.tasks.add', 'default', '{}', seq % 3 FROM seq_1_to_1000"
+        )
+        cursor.execute("ANALYZE TABLE django_sqlqueue_job")
+        cursor.fetchall()
+    for queues in (["default"], None):
+        table = _claim_plan(queues)
+        assert table["key"] in ("sqlqueue_job_ready", "sqlqueue_job_ready_any_queue"), table
+        assert table["used_key_parts"][0] == "is_ready", table
+        assert table["r_rows"] == 10, table  # not the 20,000 finished rows
+
+
+def test_a_unique_key_binds_unfinished_jobs_only():
+    first = Job.objects.enqueue(add, args=(1, 2), unique_key="report")
+    assert Job.objects.enqueue(add, args=(1, 2), unique_key="report").pk == first.pk
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.create(task_name=first.task_name, unique_key="report")
+    Job.objects.filter(pk=first.pk).update(status=JobStatus.SUCCEEDED)
+    second = Job.objects.enqueue(add, args=(1, 2), unique_key="report")
+    assert second.pk != first.pk
