@@ -6,10 +6,10 @@ each system's own default options.
 """
 
 import os
-from urllib.parse import urlsplit
+
+from benchmarks.dialects import django_database
 
 SYSTEM = os.environ["BENCH_SYSTEM"]
-_url = urlsplit(os.environ["BENCH_DSN"])
 
 SECRET_KEY = "benchmark-only"  # noqa: S105
 DEBUG = False
@@ -17,15 +17,8 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ALLOWED_HOSTS = ["*"]
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": _url.path.lstrip("/"),
-        "USER": _url.username or "postgres",
-        "HOST": _url.hostname,
-        "PORT": _url.port,
-    }
-}
+# PostgreSQL or MariaDB, from the URL's scheme (postgresql:// or mysql://).
+DATABASES = {"default": django_database(os.environ["BENCH_DSN"])}
 # The pickup_nosync scenario's workers: commits (the claim's above all) do not wait for their WAL
 # flush, to measure what that flush adds to the pickup latency. Never the default.
 if os.environ.get("BENCH_SYNCHRONOUS_COMMIT") == "off":

@@ -2,8 +2,9 @@
 
     python -m benchmarks.driver SYSTEM CONFIG_JSON [--setup-only | --enqueue-many N]
 
-CONFIG_JSON: {"dsn": ..., "sizes": {...}, "scenarios": [...], "logdir": ...}. The orchestrator
-(benchmarks/run.py) calls this; running it by hand is handy for one system.
+CONFIG_JSON: {"dsn": ..., "sizes": {...}, "scenarios": [...], "logdir": ...}, the dsn a
+``postgresql://`` or ``mysql://`` (MariaDB) URL. The orchestrator (benchmarks/run.py) calls this;
+running it by hand is handy for one system.
 """
 
 import importlib

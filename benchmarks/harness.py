@@ -1,5 +1,6 @@
 """The measuring code every driver shares. Runs inside each system's own virtualenv, so it needs
-nothing but the standard library and psycopg 3 (which every system here installs).
+nothing but the standard library and psycopg 3 (which every system here installs), or mysqlclient
+for a system measured on MariaDB (``dialects.py`` holds what differs between the two).
 
 A driver (``benchmarks/systems/<name>.py``) subclasses :class:`System` and fills in the hooks;
 ``python -m benchmarks.driver <name>`` then runs the scenarios below against it and prints one
@@ -17,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import dialects
 
 ROOT = Path(__file__).resolve().parent.parent  # the project checkout (benchmarks' parent)
 
@@ -142,7 +145,8 @@ class Workers:
 
 # ---- the system interface -----------------------------------------------------------------------
 class System:
-    """Hooks a driver fills in. ``dsn`` is a libpq URL of this system's own fresh database."""
+    """Hooks a driver fills in. ``dsn`` is the URL of this system's own fresh database:
+    ``postgresql://...`` or, in the MariaDB phase, ``mysql://...``."""
 
     name = "?"
     label = "?"
@@ -239,11 +243,10 @@ class System:
 # ---- scenarios ----------------------------------------------------------------------------------
 class Runner:
     def __init__(self, system: System, sizes: dict):
-        import psycopg
-
         self.system = system
         self.sizes = sizes
-        self.conn = psycopg.connect(system.dsn, autocommit=True)
+        self.vendor = dialects.vendor_of(system.dsn)
+        self.conn = dialects.connect(system.dsn)
 
     def unfinished(self) -> int:
         count = self.system.unfinished_count()
@@ -258,12 +261,11 @@ class Runner:
     def commit_probe(self, n=100) -> dict:
         """The same tiny autocommit INSERT for every system, before its scenarios: other work on
         the machine (a busy disk above all) shows up here, so results can be read against it."""
-        self.sql("CREATE TABLE IF NOT EXISTS bench_probe (id bigserial PRIMARY KEY, "
-                 "at timestamptz)")
+        self.sql(dialects.PROBE_TABLE[self.vendor])
         times = []
         for _ in range(n):
             started = time.perf_counter()
-            self.conn.execute("INSERT INTO bench_probe (at) VALUES (now())")
+            self.conn.execute(dialects.PROBE_INSERT)
             times.append(time.perf_counter() - started)
         self.sql("DROP TABLE bench_probe")
         return {"n": n, "mean_ms": statistics.mean(times) * 1000,
@@ -351,8 +353,7 @@ class Runner:
         else:
             system.prefill(inserted)
             unfinished = self.unfinished
-        self.sql("VACUUM ANALYZE")
-        self.sql("CHECKPOINT")
+        dialects.settle(self.conn, self.vendor)
         samples = []  # (seconds since start, done)
         memory = []  # (done, MB summed over the worker tree, {pid: MB})
         workers = Workers(system.worker_specs(processes, **worker_options), system.logdir, label)
@@ -512,7 +513,7 @@ class Runner:
             log(f"claim time: filling to {finished:,} finished rows")
             system.add_finished(finished - have)
             have = finished
-            self.sql("VACUUM ANALYZE")
+            dialects.settle(self.conn, self.vendor, checkpoint=False)
             times = []
             stop_at = time.perf_counter() + self.sizes["claim_cap_s"]
             for index in range(self.sizes["claim_samples"]):

@@ -2,8 +2,9 @@
 
 It starts a throwaway PostgreSQL (fsync on), gives every system a fresh database on it, runs each
 system's driver in that system's own virtualenv, runs pgbench on the bare claim-and-complete SQL,
-then prints a markdown table with ratios, and writes the results JSON (benchmarks/results/) and
-the chart (docs/images/benchmarks.png).
+then does the same on a throwaway MariaDB (its default durability) for the systems that support
+it, prints a markdown table with ratios per database, and writes the results JSON
+(benchmarks/results/) and the chart (docs/images/benchmarks.png, PostgreSQL).
 """
 
 import argparse
@@ -38,6 +39,11 @@ LABELS = {
 REDIS_SYSTEMS = ["celery", "celery_solo", "rq"]
 #: Systems that share another's virtualenv.
 VENV_OF = {"celery_solo": "celery"}
+#: The MariaDB phase (issue 19): the systems that also run on MariaDB, measured on one throwaway
+#: MariaDB server after the PostgreSQL systems, with these scenarios. (The claim scenario's
+#: finished rows and the PostgreSQL settings of the extra scenarios are PostgreSQL-only.)
+MARIADB_SYSTEMS = ["sqlqueue", "django_tasks_db", "django_q2"]
+MARIADB_SCENARIOS = ["enqueue", "bulk", "drain", "pickup"]
 
 SIZES = {
     "processes": 2,  # W: worker processes in the drain and pickup scenarios
@@ -206,6 +212,45 @@ def run_system(cluster, name, sizes, logdir: Path, timeout: float, redis=None,
     return result
 
 
+# ---- MariaDB ---------------------------------------------------------------------------------
+def run_mariadb(names, sizes, outdir: Path, timeout: float, scenarios=None) -> dict:
+    """The MariaDB phase: one throwaway MariaDB server (its default durability), a fresh
+    database per system, the same drivers with a ``mysql://`` URL. Its results (or why there are
+    none) go under ``"mariadb"`` in the results JSON."""
+    from benchmarks.mariadb import BenchMariaDB
+
+    try:
+        server = BenchMariaDB()
+    except RuntimeError as exc:  # no server binaries: reported, the PostgreSQL results stand
+        return {"error": str(exc), "systems": []}
+    logdir = outdir / "mariadb"
+    logdir.mkdir(parents=True, exist_ok=True)
+    phase = {"systems": []}
+    say(f"==> MariaDB: starting a throwaway server in {server.base} (durability at its defaults)")
+    try:
+        server.start()
+        phase["server"] = server.settings()
+        say(f"    {phase['server']}")
+        for name in names:
+            say(f"==> {LABELS[name]} on MariaDB")
+            missing = HERE / ".venvs" / f"{VENV_OF.get(name, name)}.mariadb.failed"
+            if missing.exists():
+                result = {"system": name, "label": LABELS[name], "error": "mysqlclient not "
+                          f"installed: {missing.read_text().strip()[:300]}"}
+            else:
+                result = run_system(server, name, sizes, logdir, timeout,
+                                    only=scenarios or MARIADB_SCENARIOS)
+            phase["systems"].append(result)
+            if "error" in result:
+                say(f"    n/a: {result['error']}")
+    except (RuntimeError, subprocess.CalledProcessError) as exc:  # the server failed
+        phase["error"] = f"the MariaDB server failed: {exc}; log: {server.log()[-500:]}"
+        say(f"    n/a: {phase['error']}")
+    finally:
+        server.destroy()
+    return phase
+
+
 # ---- pgbench --------------------------------------------------------------------------------
 def run_pgbench(cluster, logdir: Path, seconds: int) -> list:
     dsn = cluster.create_database("pgbench_limit")
@@ -312,10 +357,22 @@ METRICS = [
 ]
 
 
-def cell(result, metric):
+#: The rows of the MariaDB table: its scenarios' metrics, the drain's memory and the commit probe.
+MARIADB_METRICS = [metric for metric in METRICS
+                   if metric[1] is None or metric[1][0] in MARIADB_SCENARIOS + ["commit_probe"]]
+
+
+def _reason(error: str) -> str:
+    """An error's first line, short enough for a table cell."""
+    line = error.strip().splitlines()[0] if error.strip() else "?"
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+def cell(result, metric, reasons=False):
+    """One cell; with ``reasons``, a system or scenario that failed says why ("n/a: ...")."""
     label, path, fmt, _ = metric
     if "error" in result:
-        return "n/a"
+        return f"n/a: {_reason(result['error'])}" if reasons else "n/a"
     if path is None and fmt == "startup":
         drain = _get(result, "drain_long")
         if not isinstance(drain, dict) or "startup_share" not in drain:
@@ -332,7 +389,7 @@ def cell(result, metric):
     if value is None:
         scenario = _get(result, path[0])
         if isinstance(scenario, dict) and "error" in scenario:
-            return "error"
+            return f"n/a: {_reason(scenario['error'])}" if reasons else "error"
         return "n/a"
     text = fmt.format(value)
     if path[0].startswith("drain") and not _get(result, path[0], "completed"):
@@ -499,15 +556,15 @@ def targets_redis(report, by_name) -> list:
     return lines
 
 
-def render(report) -> str:
-    results = report["systems"]
+def system_tables(results, metrics, report, reasons=False) -> list:
+    """The table of every system's figures, then django-sqlqueue's ratio against each peer."""
     by_name = {r["system"]: r for r in results}
     names = [n for n in SYSTEMS if n in by_name]
     lines = []
     header = "| | " + " | ".join(LABELS[n] for n in names) + " |"
     lines += [header, "|" + "---|" * (len(names) + 1)]
-    for metric in METRICS:
-        cells = " | ".join(cell(by_name[n], metric) for n in names)
+    for metric in metrics:
+        cells = " | ".join(cell(by_name[n], metric, reasons) for n in names)
         lines.append(f"| {metric_label(metric, report)} | {cells} |")
     lines.append("")
     # Ratios: ours against each peer, >1 means django-sqlqueue is better.
@@ -519,7 +576,7 @@ def render(report) -> str:
         lines.append("")
         lines.append("| | " + " | ".join(f"vs {LABELS[n]}" for n in peers) + " |")
         lines.append("|" + "---|" * (len(peers) + 1))
-        for metric in METRICS:
+        for metric in metrics:
             _, path, _, higher = metric
             if path is None or higher is None:
                 continue
@@ -530,15 +587,55 @@ def render(report) -> str:
                            ratio_text(_get(ours, *path), _get(theirs, *path), higher))
             lines.append(f"| {metric_label(metric, report)} | " + " | ".join(row) + " |")
         lines.append("")
-    # Single enqueue against a bare Django create().
-    if ours and _get(ours, "enqueue", "baseline_mean_ms"):
-        lines.append(
-            "Single enqueue vs a bare Django `Order.objects.create()` in a transaction "
-            f"(same run, interleaved): {_get(ours, 'enqueue', 'mean_ms'):.2f} ms vs "
-            f"{_get(ours, 'enqueue', 'baseline_mean_ms'):.2f} ms mean per transaction = "
-            f"{_get(ours, 'enqueue', 'ratio_vs_baseline'):.2f}x."
-        )
-        lines.append("")
+    return lines
+
+
+def baseline_lines(ours) -> list:
+    """django-sqlqueue's single enqueue against a bare Django create() in a transaction."""
+    if not ours or not _get(ours, "enqueue", "baseline_mean_ms"):
+        return []
+    return [
+        "Single enqueue vs a bare Django `Order.objects.create()` in a transaction "
+        f"(same run, interleaved): {_get(ours, 'enqueue', 'mean_ms'):.2f} ms vs "
+        f"{_get(ours, 'enqueue', 'baseline_mean_ms'):.2f} ms mean per transaction = "
+        f"{_get(ours, 'enqueue', 'ratio_vs_baseline'):.2f}x.",
+        "",
+    ]
+
+
+def render_mariadb(phase, report) -> list:
+    """The MariaDB phase's table, ratios and notes (its own section, after PostgreSQL's)."""
+    if "server" not in phase:  # it never started
+        return [f"On MariaDB: n/a: {phase.get('error', '?')}"]
+    server = phase["server"]
+    version = ".".join(server["version"].split(".")[:2])
+    lines = [f"On MariaDB {version} (same run, one throwaway server at its default durability: "
+             f"innodb_flush_log_at_trx_commit = {server['innodb_flush_log_at_trx_commit']}, "
+             f"innodb_doublewrite = {server['innodb_doublewrite']}):", ""]
+    lines += system_tables(phase["systems"], MARIADB_METRICS, report, reasons=True)
+    lines += baseline_lines(next((r for r in phase["systems"] if r["system"] == "sqlqueue"
+                                  and "error" not in r), None))
+    notes = ["django-sqlqueue wakes its workers by polling on MariaDB (no NOTIFY); each system "
+             "at its defaults, the same worker process count as on PostgreSQL."]
+    if "error" in phase:  # it failed after some systems ran
+        notes.append(phase["error"])
+    for result in phase["systems"]:
+        if "error" in result:
+            notes.append(f"{result['label']}: n/a: {result['error']}")
+        for scenario in MARIADB_SCENARIOS:
+            error = _get(result, scenario, "error")
+            if error:
+                notes.append(f"{result['label']} {scenario}: n/a: {error.splitlines()[0]}")
+    return lines + [f"- {note}" for note in notes]
+
+
+def render(report) -> str:
+    results = report["systems"]
+    by_name = {r["system"]: r for r in results}
+    ours = by_name.get("sqlqueue")
+    peers = [n for n in SYSTEMS if n in by_name and n != "sqlqueue"]
+    lines = system_tables(results, METRICS, report)
+    lines += baseline_lines(ours)
     queue_drain = _get(ours, "drain_queue") if ours else None
     if isinstance(queue_drain, dict) and "error" not in queue_drain:
         lines.append(
@@ -594,6 +691,8 @@ def render(report) -> str:
             if error:
                 notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")
     lines += [f"- {note}" for note in notes]
+    if report.get("mariadb"):
+        lines += [""] + render_mariadb(report["mariadb"], report)
     return "\n".join(lines)
 
 
@@ -651,6 +750,8 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes, to check that everything runs (numbers meaningless)")
     parser.add_argument("--no-pgbench", action="store_true")
+    parser.add_argument("--no-mariadb", action="store_true",
+                        help="skip the MariaDB phase (" + ", ".join(MARIADB_SYSTEMS) + ")")
     parser.add_argument("--scenarios", help="comma-separated scenarios to run instead of each "
                         "system's own list; a name given twice runs twice (a, a#2, ...)")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
@@ -702,6 +803,10 @@ def main():
         cluster.destroy()
         if redis:
             redis.stop()
+    on_mariadb = [name for name in names if name in MARIADB_SYSTEMS]
+    if on_mariadb and not args.no_mariadb:
+        report["mariadb"] = run_mariadb(on_mariadb, sizes, outdir, args.system_timeout,
+                                        args.scenarios.split(",") if args.scenarios else None)
     report["total_seconds"] = round(time.monotonic() - started, 1)
     report["load_at_end"] = round(loadavg(), 2)
     (outdir / "results.json").write_text(json.dumps(report, indent=1))

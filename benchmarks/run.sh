@@ -6,12 +6,21 @@
 #    checkout). A system whose install fails is reported as n/a with pip's reason.
 # 2. Runs benchmarks/run.py in django-sqlqueue's virtualenv: a throwaway PostgreSQL (fsync on) and
 #    a throwaway Redis (for Celery and RQ; redis-server is installed with apt-get when missing),
-#    every scenario for every system, pgbench, then the markdown table, the results JSON
-#    (benchmarks/results/) and the chart (docs/images/benchmarks.png).
-# Extra arguments go to run.py, e.g. `bash benchmarks/run.sh --quick --systems sqlqueue,pgqueuer`.
+#    every scenario for every system, pgbench, then the MariaDB phase (a throwaway MariaDB server
+#    for django-sqlqueue, django-tasks-db and django-q2; mariadb-server and libmariadb-dev are
+#    installed with apt-get when missing, mysqlclient into those three virtualenvs), then the
+#    markdown tables, the results JSON (benchmarks/results/) and the chart
+#    (docs/images/benchmarks.png).
+# Extra arguments go to run.py, e.g. `bash benchmarks/run.sh --quick --systems sqlqueue,pgqueuer`;
+# `--no-mariadb` skips the MariaDB phase and its installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
+mariadb=1
+for arg in "$@"; do
+  if [ "$arg" = --no-mariadb ]; then mariadb=0; fi
+done
+MARIADB_SYSTEMS="sqlqueue django_tasks_db django_q2"
 
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -33,6 +42,23 @@ if ! command -v redis-server >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
   else
     echo "redis-server is needed for the Celery and RQ peers (apt-get install redis-server)." >&2
+    exit 1
+  fi
+fi
+
+# MariaDB for the MariaDB phase: Debian's server binaries (run.py starts its own mariadbd, as the
+# test suite does; the package's own service is not used), and what mysqlclient builds against.
+if [ "$mariadb" = 1 ] && { ! command -v mariadb-install-db >/dev/null 2>&1 \
+    || ! command -v mariadb_config >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1 \
+    || ! command -v gcc >/dev/null 2>&1; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> Installing mariadb-server and libmariadb-dev with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server libmariadb-dev \
+      pkg-config gcc >/dev/null
+  else
+    echo "MariaDB is needed for the MariaDB phase (apt-get install mariadb-server" \
+      "libmariadb-dev pkg-config gcc), or run with --no-mariadb." >&2
     exit 1
   fi
 fi
@@ -70,6 +96,26 @@ wait
 if [ -f "$VENVS/sqlqueue.failed" ]; then
   echo "django-sqlqueue's own virtualenv failed to install; see $VENVS/sqlqueue.pip.log" >&2
   exit 1
+fi
+if [ "$mariadb" = 1 ]; then
+  # Apart from the virtualenvs above: a system whose driver fails to build is n/a on MariaDB
+  # only (run.py reads <name>.mariadb.failed), its PostgreSQL figures still come out.
+  echo "==> mysqlclient for the MariaDB phase"
+  for name in $MARIADB_SYSTEMS; do
+    (
+      rm -f "$VENVS/$name.mariadb.failed"
+      if [ -f "$VENVS/$name.failed" ]; then exit 0; fi
+      if "$VENVS/$name/bin/python" -m pip install -q --disable-pip-version-check \
+          -r benchmarks/requirements/mariadb.txt >"$VENVS/$name.mariadb.pip.log" 2>&1; then
+        echo "    $name: ready"
+      else
+        grep -E "^ERROR|error:" "$VENVS/$name.mariadb.pip.log" | tail -n 3 \
+          >"$VENVS/$name.mariadb.failed" || echo "pip install failed" >"$VENVS/$name.mariadb.failed"
+        echo "    $name: mysqlclient FAILED (n/a on MariaDB): $(head -c 300 "$VENVS/$name.mariadb.failed")"
+      fi
+    ) &
+  done
+  wait
 fi
 
 # Let the installs' writes reach the disk before anything is timed: a commit waits for its WAL

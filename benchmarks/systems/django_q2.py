@@ -38,7 +38,8 @@ class System(harness.System):
 
     def reset(self):
         with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE django_q_ormq, django_q_task")
+            for table in ("django_q_ormq", "django_q_task"):  # one at a time for MariaDB
+                cursor.execute(f"TRUNCATE {table}")
 
     def unfinished_sql(self):
         return "SELECT count(*) FROM django_q_ormq"

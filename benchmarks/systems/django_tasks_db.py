@@ -1,9 +1,11 @@
 """django-tasks-db: the database backend of Django's Tasks framework (django.tasks, Django 6),
 workers are ``manage.py db_worker`` with default options (polls every second, no NOTIFY)."""
 
+import datetime as dt
+
 from django.db import connection, transaction
 
-from .. import harness
+from .. import dialects, harness
 from . import _django
 
 NAME = "django_tasks_db"
@@ -56,17 +58,21 @@ class System(harness.System):
                     self.tasks.noop.enqueue(i)
 
     def prefill(self, n):
+        vendor = connection.vendor
+        # "No run_after": django-tasks-db stores its far-future sentinel, as the ORM writes it.
+        never = connection.ops.adapt_datetimefield_value(
+            dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc))
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""INSERT INTO {TABLE} (id, status, enqueued_at, args_kwargs, priority,
                     task_path, worker_ids, queue_name, run_after, backend_name,
                     exception_class_path, traceback)
-                SELECT gen_random_uuid(), 'READY', now(),
-                    jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{{}}'::jsonb), 0,
+                SELECT {dialects.new_uuid(vendor)}, 'READY', now(),
+                    {dialects.json_args(vendor, "i")}, 0,
                     'benchmarks.benchapp.tasks.noop', '[]', 'default',
-                    '9999-01-01 00:00:00+00', 'default', '', ''
-                FROM generate_series(1, %s) AS i""",  # noqa: S608
-                [n],
+                    %s, 'default', '', ''
+                FROM {dialects.numbers(vendor, n)}""",  # noqa: S608
+                [never],
             )
 
     def enqueue_pickup(self, key):

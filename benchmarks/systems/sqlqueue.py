@@ -2,7 +2,7 @@
 
 from django.db import connection, transaction
 
-from .. import harness
+from .. import dialects, harness
 from . import _django
 
 NAME = "sqlqueue"
@@ -55,7 +55,8 @@ class System(harness.System):
 
     def reset(self):
         with connection.cursor() as cursor:
-            cursor.execute(f"TRUNCATE {TABLE}, benchapp_order")  # noqa: S608
+            for table in (TABLE, "benchapp_order"):  # MariaDB truncates one table at a time
+                cursor.execute(f"TRUNCATE {table}")
 
     def unfinished_sql(self):
         return f"SELECT count(*) FROM {TABLE} WHERE status IN ('queued', 'running', 'failed')"  # noqa: S608
@@ -88,23 +89,21 @@ class System(harness.System):
     def prefill(self, n, task="benchmarks.benchapp.tasks.noop"):
         # A plain SQL INSERT of task name and payload is a documented way to enqueue; every
         # other column takes its database default. Much faster than building n Job objects.
-        if self.keys:
-            with connection.cursor() as cursor:
+        vendor = connection.vendor
+        payload, numbers = dialects.json_args(vendor, "i"), dialects.numbers(vendor, n)
+        with connection.cursor() as cursor:
+            if self.keys:
                 cursor.execute(
                     f"INSERT INTO {TABLE} (task_name, payload, concurrency_key) "  # noqa: S608
-                    "SELECT 'benchmarks.benchapp.tasks.noop', "
-                    "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb), "
-                    "'customer-' || (i %% %s) FROM generate_series(1, %s) AS i",
-                    [self.keys, n],
+                    f"SELECT 'benchmarks.benchapp.tasks.noop', {payload}, "
+                    f"CONCAT('customer-', MOD(i, %s)) FROM {numbers}",
+                    [self.keys],
                 )
-            return
-        with connection.cursor() as cursor:
+                return
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
-                "SELECT %s, "
-                "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb) "
-                "FROM generate_series(1, %s) AS i",
-                [task, n],
+                f"SELECT %s, {payload} FROM {numbers}",
+                [task],
             )
 
     def enqueue_pickup(self, key):
