@@ -84,14 +84,15 @@ done
 
 # The passes, longest first (their minutes in the last CI run, one at a time, in brackets):
 # run_jobs starts them in this order as slots free up.
-pytest_args=$(printf '%q ' "$@")
+quote() { [ $# = 0 ] || printf '%q ' "$@"; }  # (printf alone would give '' for no argument)
+pytest_args=$(quote "$@")
 passes=()
 add_pass() {  # add_pass LABEL VENV DATABASE PYTEST_ARGS...
   local label=$1 venv=$2 database=$3
   shift 3
   # --durations: each log ends with its slowest tests, to see where the minutes go.
   passes+=("$label" "SQLQUEUE_TEST_DATABASE=$database $venv/bin/pytest --durations=15 \
-$(printf '%q ' "$@")$pytest_args")
+$(quote "$@")$pytest_args")
 }
 add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql --ignore=tests/chaos  # [6.5 with chaos]
 if [ -z "${DATABASE_URL:-}" ]; then
