@@ -319,7 +319,9 @@ def test_each_batch_gets_its_statement_timeout_and_a_batch_over_it_fails_its_ste
         maintenance.cleaner = Cleaner(config, alias="default")
         started = time.monotonic()
         result = maintenance.run_once(now=T0)
-        assert time.monotonic() - started < 2
+        # Without the statement timeout the DELETE would wait for the lock until the end of
+        # the test: any bound proves the timeout; 30 s, as 2 s failed on busy shared cores.
+        assert time.monotonic() - started < 30
         assert result.failed_steps == ("prune",) and result.leading
         assert "canceling statement due to statement timeout" in caplog.text
         other.rollback()
