@@ -41,3 +41,105 @@ have_mariadb() {  # the server tests/mariadb_server.py runs (mariadbd, mariadb-i
 have_mariadb_headers() {  # what pip needs to build mysqlclient
   pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null
 }
+
+# run_jobs LOGDIR SLOTS LABEL COMMAND [LABEL COMMAND]...: runs each COMMAND (a line of shell, in a
+# subshell of the caller, so its functions work) with at most SLOTS at a time, in the order given.
+# Each writes to its own LOGDIR/<label>.log, printed whole when it ends, so concurrent outputs
+# never interleave; every two minutes a line says what is still running. At the end a table gives
+# each one's result and minutes; returns 1 if any failed. Exit status 5 (pytest: no tests
+# collected) reads "no tests" and fails only when RUN_JOBS_NO_TESTS_FAILS=1. Ctrl-C (or SIGTERM)
+# sends SIGINT to every running command's process group, so pytest runs its teardown (stops its
+# workers and its PostgreSQL cluster); SIGKILL follows 30 s later.
+run_jobs() {
+  local logs=$1 slots=$2
+  shift 2
+  local -a labels=() commands=() pids=() begun=() results=() minutes=()
+  while [ $# -ge 2 ]; do labels+=("$1"); commands+=("$2"); shift 2; done
+  local total=${#labels[@]} next=0 running=0 i rc log failed=0 last_note=$SECONDS
+  _run_jobs_started=()
+  # Job control: each command gets a process group of its own (so it can be signalled whole, and
+  # a terminal's Ctrl-C reaches only this script), and does not ignore SIGINT.
+  set -m
+  trap '_run_jobs_stop; exit 130' INT TERM
+  while [ "$next" -lt "$total" ] || [ "$running" -gt 0 ]; do
+    while [ "$next" -lt "$total" ] && [ "$running" -lt "$slots" ]; do
+      log="$logs/$(_run_jobs_slug "${labels[next]}").log"
+      (set +e; eval "${commands[next]}") </dev/null >"$log" 2>&1 &
+      pids[next]=$!
+      begun[next]=$SECONDS
+      _run_jobs_started+=("$!")
+      running=$((running + 1))
+      echo "==> started: ${labels[next]} (log: $log)"
+      next=$((next + 1))
+    done
+    sleep 1
+    for ((i = 0; i < next; i++)); do
+      if [ -n "${results[i]:-}" ] || kill -0 "${pids[i]}" 2>/dev/null; then
+        continue
+      fi
+      rc=0
+      wait "${pids[i]}" || rc=$?
+      running=$((running - 1))
+      minutes[i]=$(_run_jobs_minutes "${begun[i]}")
+      if [ "$rc" = 0 ]; then
+        results[i]="passed"
+      elif [ "$rc" = 5 ] && [ "${RUN_JOBS_NO_TESTS_FAILS:-}" != 1 ]; then
+        results[i]="no tests"
+      else
+        results[i]="FAILED (exit $rc)"
+        failed=$((failed + 1))
+      fi
+      log="$logs/$(_run_jobs_slug "${labels[i]}").log"
+      echo
+      echo "==> ${labels[i]}: ${results[i]} in ${minutes[i]} min; its output ($log):"
+      cat "$log"
+      echo "==> end of ${labels[i]}: ${results[i]}"
+      echo
+      last_note=$SECONDS
+    done
+    if [ $((SECONDS - last_note)) -ge 120 ] && [ "$running" -gt 0 ]; then
+      local still=()
+      for ((i = 0; i < next; i++)); do
+        [ -n "${results[i]:-}" ] ||
+          still+=("${labels[i]} ($(_run_jobs_minutes "${begun[i]}") min)")
+      done
+      echo "==> still running: $(IFS=,; echo "${still[*]}" | sed 's/,/, /g')"
+      last_note=$SECONDS
+    fi
+  done
+  trap - INT TERM
+  set +m
+  echo
+  printf '%-36s %-16s %s\n' "run" "result" "minutes"
+  for ((i = 0; i < total; i++)); do
+    printf '%-36s %-16s %s\n' "${labels[i]}" "${results[i]}" "${minutes[i]}"
+  done
+  if [ "$failed" -gt 0 ]; then
+    echo "==> $failed of $total FAILED: their output is above, after '==> <run>: FAILED'."
+    return 1
+  fi
+}
+
+_run_jobs_slug() { echo "$1" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9.' '-' | sed 's/-$//'; }
+
+_run_jobs_minutes() { awk -v s=$((SECONDS - $1)) 'BEGIN { printf "%.1f", s / 60 }'; }
+
+_run_jobs_stop() {  # SIGINT to every process group run_jobs started that is still there, then
+  local pid waited=0 alive  # SIGKILL after 30 s
+  echo "==> interrupted: stopping the running commands" >&2
+  for pid in "${_run_jobs_started[@]}"; do
+    kill -INT -- "-$pid" 2>/dev/null || true
+  done
+  while [ $waited -lt 30 ]; do
+    alive=0
+    for pid in "${_run_jobs_started[@]}"; do
+      if kill -0 -- "-$pid" 2>/dev/null; then alive=1; fi
+    done
+    [ $alive = 0 ] && return
+    sleep 1
+    waited=$((waited + 1))
+  done
+  for pid in "${_run_jobs_started[@]}"; do
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
+}

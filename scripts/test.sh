@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: lint and a migrations check, then every test against SQLite
-# and against PostgreSQL (a throwaway cluster the suite starts itself, unless DATABASE_URL is set),
-# in three passes:
-#   - Django 6.x on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
-#     the chaos suite and the browser test;
+# and against PostgreSQL (a throwaway cluster each pytest run starts itself, unless DATABASE_URL is
+# set). What runs where:
+#   - Django 6.1 on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
+#     the chaos suite, the browser test and the slow tests; on PostgreSQL in two runs (chaos, the
+#     rest) so that the longest pass does not set the wall time alone;
 #   - Django 5.2 LTS on python3 (.venv): everything but the chaos suite, the browser test and the
 #     slow tests (the racing limits test, the minute-long schedule test);
-#   - Django 6.0 on Python 3.13 (.venv-django60): the same, without the worker's process tests;
-# then, with Django 6.1, the integration, process and chaos tests once more on PostgreSQL through
-# a PgBouncer in transaction pooling mode (tests/pgbouncer.py), minus the slow ones; and the
-# whole suite on MariaDB (tests/mariadb_server.py).
+#   - Django 6.0 on Python 3.13 (.venv-django60): the tests that touch Django's APIs (unit,
+#     integration, admin, the django.tasks backend); the worker as a subprocess, the same code on
+#     every Django, runs in the 5.2 and 6.1 passes;
+#   - Django 6.1 again, integration, process and chaos tests on PostgreSQL through a PgBouncer in
+#     transaction pooling mode (tests/pgbouncer.py), minus the slow ones;
+#   - Django 6.1 on MariaDB (tests/mariadb_server.py, a throwaway server each pytest run
+#     starts itself): everything but the browser test, in two runs (chaos, the rest).
+# The passes are independent pytest runs that spend most of their time waiting on worker
+# subprocesses, servers and timeouts, not on the CPU (one at a time, the Django 6.1 SQLite pass
+# used 100 s of CPU in 464 s): they run SQLQUEUE_TEST_JOBS at a time (default 3; 1 runs them one
+# after the other), longest first. Each run has its own throwaway PostgreSQL cluster (its own port
+# and temp dir) and its own SQLite files (named after its pid), so concurrent runs share nothing.
+# Each pass writes its own log, printed whole when the pass ends ("==> <pass>: FAILED ..."
+# before a failing one's); a table at the end gives each pass's result and minutes.
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
-# on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, Chromium).
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -x -k notify`.
+# on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, PgBouncer, Chromium).
+# SQLQUEUE_NO_INSTALL=1 uses the virtualenvs as they are (no pip), where they exist.
+# Extra arguments go to every pytest run, e.g. `bash scripts/test.sh -x -k notify` (a pass in which
+# they select no test says "no tests" and does not fail the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/lib.sh  # apt_install, have_postgres, have_pgbouncer, have_mariadb, python_at_least
+source scripts/lib.sh  # apt_install, have_postgres, have_pgbouncer, have_mariadb, python_at_least,
+                       # run_jobs
 
+started=$SECONDS
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
   apt_install "PostgreSQL server (initdb, pg_ctl)" postgresql || {
     echo "Or set DATABASE_URL to a PostgreSQL server you run." >&2; exit 1; }
@@ -46,6 +61,10 @@ if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/
 fi
 
 make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
+  if [ "${SQLQUEUE_NO_INSTALL:-}" = 1 ] && [ -x "$1/bin/pytest" ]; then
+    echo "==> SQLQUEUE_NO_INSTALL=1: using $1 as it is"
+    return
+  fi
   if [ ! -x "$1/bin/python" ]; then
     echo "==> Creating $1 with $("$2" --version)"
     "$2" -m venv "$1"
@@ -54,25 +73,19 @@ make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
   "$1/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]' "$3"
 }
 
-status=0
-run_pass() {  # run_pass VENV LABEL PYTEST_ARGS...
-  local venv=$1 label=$2
-  shift 2
-  echo "==> $label: tests on SQLite"
-  SQLQUEUE_TEST_DATABASE=sqlite "$venv/bin/pytest" "$@" || status=$?
-  echo "==> $label: tests on PostgreSQL"
-  SQLQUEUE_TEST_DATABASE=postgresql "$venv/bin/pytest" "$@" || status=$?
-}
-
 PY312=$(python_at_least 3.12) || {
   echo "No Python 3.12+ found for the Django 6 pass (pyenv install 3.12, or put python3.12 on" \
        "PATH)." >&2
   exit 1
 }
 PY313=$(python_at_least 3.13) || PY313=$PY312
-make_venv .venv-django6 "$PY312" "Django>=6.1,<6.2"
-make_venv .venv-django60 "$PY313" "Django>=6.0,<6.1"
-make_venv .venv "${PYTHON:-python3}" "Django>=5.2,<5.3"
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/sqlqueue-test-logs.XXXXXX")"
+# The three virtualenvs at once: mostly downloads and unpacking, each into its own directory.
+# (About 30 s each from scratch with a warm pip cache; 5 s each when they exist.)
+RUN_JOBS_NO_TESTS_FAILS=1 run_jobs "$LOGS" 3 \
+  "venv .venv-django6" "make_venv .venv-django6 $(printf %q "$PY312") 'Django>=6.1,<6.2'" \
+  "venv .venv-django60" "make_venv .venv-django60 $(printf %q "$PY313") 'Django>=6.0,<6.1'" \
+  "venv .venv" "make_venv .venv $(printf %q "${PYTHON:-python3}") 'Django>=5.2,<5.3'" || exit 1
 
 echo "==> ruff"
 .venv/bin/ruff check .
@@ -82,21 +95,38 @@ for venv in .venv .venv-django60 .venv-django6; do
     --settings=tests.settings
 done
 
-run_pass .venv "Django 5.2 LTS" --ignore=tests/chaos -m "not browser and not slow" "$@"
-# Django 6.0 sits between the two: the tests that touch Django's APIs (unit, integration, admin,
-# the django.tasks backend). The worker as a subprocess, the same code on every Django, runs in
-# the 5.2 and 6.1 passes.
-run_pass .venv-django60 "Django 6.0" tests/unit tests/integration tests/admin tests/tasks_backend \
-  -m "not browser and not slow" "$@"
-run_pass .venv-django6 "Django 6.1" "$@"
+# The passes, longest first (their minutes in the last CI run, one at a time, in brackets):
+# run_jobs starts them in this order as slots free up.
+quote() { [ $# = 0 ] || printf '%q ' "$@"; }  # (printf alone would give '' for no argument)
+pytest_args=$(quote "$@")
+passes=()
+add_pass() {  # add_pass LABEL VENV DATABASE PYTEST_ARGS...
+  local label=$1 venv=$2 database=$3
+  shift 3
+  # --durations: each log ends with its slowest tests, to see where the minutes go.
+  passes+=("$label" "SQLQUEUE_TEST_DATABASE=$database $venv/bin/pytest --durations=15 \
+$(quote "$@")$pytest_args")
+}
+add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql --ignore=tests/chaos  # [6.5 with chaos]
 if [ -z "${DATABASE_URL:-}" ]; then
-  echo "==> Django 6.1: integration, process and chaos tests through PgBouncer (transaction mode)"
-  SQLQUEUE_TEST_DATABASE=pgbouncer .venv-django6/bin/pytest tests/integration tests/process \
-    tests/chaos -m "not slow" "$@" || status=$?
+  add_pass "Django 6.1 PgBouncer" .venv-django6 pgbouncer \
+    tests/integration tests/process tests/chaos -m "not slow"  # [4.2]
 fi
-# ---- MariaDB (issue 19): Django 6.1, the whole suite but the browser test, on a throwaway
-# server the suite starts itself (tests/mariadb_server.py), never skipped. About 12 minutes on 2
-# busy cores (the chaos kills, restarts and terminations take half of it).
-echo "==> Django 6.1: tests on MariaDB"
-SQLQUEUE_TEST_DATABASE=mariadb .venv-django6/bin/pytest -m "not browser" "$@" || status=$?
+add_pass "Django 6.1 MariaDB" .venv-django6 mariadb --ignore=tests/chaos -m "not browser"
+add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos
+add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [3.5]
+add_pass "Django 5.2 PostgreSQL" .venv postgresql \
+  --ignore=tests/chaos -m "not browser and not slow"  # [3.3]
+add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
+add_pass "Django 5.2 SQLite" .venv sqlite --ignore=tests/chaos -m "not browser and not slow"  # [2.4]
+add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [0.9]
+add_pass "Django 6.0 SQLite" .venv-django60 sqlite \
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [0.7]
+
+status=0
+# Without extra arguments, a pass that collects no test is broken: it fails.
+RUN_JOBS_NO_TESTS_FAILS=$([ $# = 0 ] && echo 1 || echo 0) \
+  run_jobs "$LOGS" "${SQLQUEUE_TEST_JOBS:-3}" "${passes[@]}" || status=$?
+echo "==> scripts/test.sh: $((SECONDS - started))s in all (logs in $LOGS)"
 exit $status

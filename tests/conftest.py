@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,16 @@ VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
 POSTGRESQL = VENDOR in ("postgresql", "pgbouncer")
 MARIADB = VENDOR == "mariadb"
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    # A shell without job control starts its background commands (`pytest ... &`, a CI step run
+    # in the background) with SIGINT ignored, and every process started from them inherits that:
+    # the tests that press Ctrl-C on a worker or on `stats --watch` would then wait a minute and
+    # fail. A handler (unlike "ignored") is not inherited across exec: the subprocesses get the
+    # default again, as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config):

@@ -5,13 +5,13 @@ on its database write lock around the single claiming UPDATE. Both must give the
 """
 
 import json
-import time
 from collections import Counter
 
 import pytest
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
+from tests.support.start_line import go
 from tests.testapp.tasks import add
 
 PROCESSES = 8
@@ -19,14 +19,14 @@ JOBS = 2000
 
 
 @pytest.mark.django_db(transaction=True)
-def test_racing_processes_never_claim_a_job_twice(db_url, run_python):
+def test_racing_processes_never_claim_a_job_twice(db_url, run_python, tmp_path):
     enqueued = Job.objects.bulk_enqueue(add.prepare(i, i) for i in range(JOBS))
-    start_at = time.time() + 3  # every process is up and waiting by then
     claimers = [
-        run_python("tests.support.claimer", f"claimer-{n}", str(start_at),
+        run_python("tests.support.claimer", f"claimer-{n}", str(tmp_path),
                    env={"DATABASE_URL": db_url()})
         for n in range(PROCESSES)
     ]
+    go(tmp_path, claimers)  # every process is up, connected and waiting by then
     per_process = []
     for proc in claimers:
         out, err = proc.communicate(timeout=300)

@@ -132,7 +132,15 @@ def test_three_hosts_run_each_job_once_rescue_a_killed_host_and_keep_one_leader(
         job.pk for job in jobs if job.pk not in in_hand
     )
     assert set(finished) >= in_hand
+    rescued = 0
     for job in Job.objects.filter(pk__in=in_hand):
-        assert (job.attempts, len(job.errors)) == (2, 1), (job.pk, job.attempts, job.errors)
         assert finished.count(job.pk) <= 2
+        if (job.attempts, len(job.errors)) == (1, 0):
+            # Its outcome was already on its way (a COMMIT sent before the kill, which the
+            # server applied after the read above: seen on 2 busy cores): run once, no rescue.
+            assert job.status == JobStatus.SUCCEEDED and finished.count(job.pk) == 1
+            continue
+        assert (job.attempts, len(job.errors)) == (2, 1), (job.pk, job.attempts, job.errors)
+        rescued += 1
+    assert rescued, f"none of the killed host's jobs {in_hand} was rescued"
     assert all(worker.is_running() for worker in hosts.values())
