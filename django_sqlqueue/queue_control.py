@@ -15,7 +15,6 @@ from django.utils import timezone
 from .exceptions import InvalidQueueLimit
 from .models import Job, Queue
 from .queue_limits import recent_starts
-from .statuses import READY_STATUSES
 from .validation import queue_name
 
 #: The limits ``set_limits`` takes, as Queue fields.
@@ -147,7 +146,7 @@ def _describe(state, row, jobs, now):
                     key, f"rate limit ({len(times)} starts in {row.rate_period_seconds:g} s)")
     if state.keys_at_limit:
         waiting_keys = set(
-            jobs.filter(queue=row.name, status__in=READY_STATUSES,
+            jobs.in_ready_status().filter(queue=row.name,
                         concurrency_key__in=list(state.keys_at_limit))
             .values_list("concurrency_key", flat=True).distinct())
         state.keys_at_limit = {key: reason for key, reason in state.keys_at_limit.items()

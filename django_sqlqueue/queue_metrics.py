@@ -17,7 +17,7 @@ from django.db.models import Count, Min, Q
 from .conf import get_settings
 from .models import Job, Worker
 from .scheduling import database_now
-from .statuses import READY_STATUSES, JobStatus
+from .statuses import JobStatus
 
 
 class QueueMetricsCollector:
@@ -66,7 +66,7 @@ class QueueMetricsCollector:
         """Queued and failed jobs by queue, task and status; due ones apart. The filter is the
         partial index's own condition, so PostgreSQL reads the waiting rows only."""
         due = Q(run_at__lte=now)
-        return (Job.objects.using(self.alias).filter(status__in=READY_STATUSES)
+        return (Job.objects.using(self.alias).in_ready_status()
                 .values("queue", "task_name", "status")
                 .annotate(jobs=Count("pk"), due=Count("pk", filter=due),
                           oldest_due=Min("run_at", filter=due))

@@ -131,7 +131,7 @@ def _read(alias: str, now: dt.datetime) -> Snapshot:
             queues[name] = QueueSnapshot(name, counts=dict.fromkeys(STATES, 0))
         return queues[name]
 
-    rows_in_table, planned_waiting = _size(alias, jobs.filter(status__in=READY_STATUSES))
+    rows_in_table, planned_waiting = _size(alias, jobs.in_ready_status())
     estimate_finished = rows_in_table > EXACT_LIMIT
     estimate_waiting = estimate_finished and planned_waiting > EXACT_LIMIT
     exact = (() if estimate_waiting else READY_STATUSES) + (

@@ -25,6 +25,9 @@ from .statuses import READY_STATUSES, UNFINISHED_STATUSES, JobStatus
 
 #: The generated columns of migration 0012, not fields of the model.
 READY_COLUMN = "is_ready"
+#: The ready rows' condition that MariaDB's ready indexes can serve (they lead with READY_COLUMN;
+#: its optimizer does not derive it from ``status IN (...)``): for ORM reads of ready rows.
+READY_CONDITION = f"`{READY_COLUMN}` = 1"
 UNFINISHED_KEY_COLUMN = "unfinished_unique_key"
 
 

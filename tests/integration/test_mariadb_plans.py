@@ -63,3 +63,32 @@ def test_a_unique_key_binds_unfinished_jobs_only():
     Job.objects.filter(pk=first.pk).update(status=JobStatus.SUCCEEDED)
     second = Job.objects.enqueue(add, args=(1, 2), unique_key="report")
     assert second.pk != first.pk
+
+
+def test_reads_of_ready_rows_use_the_ready_indexes_not_the_whole_table():
+    """The expirer (every maintenance pass), the dashboard's and the metrics' counts of waiting
+    jobs: ORM reads, which name ``is_ready`` through ``in_ready_status``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, status, finished_at) "
+            "SELECT 'tests.testapp.tasks.add', 'default', '{}', 'succeeded', UTC_TIMESTAMP(6) "
+            "FROM seq_1_to_20000"
+        )
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, expires_at) "
+            "SELECT 'tests.testapp.tasks.add', 'default', '{}', UTC_TIMESTAMP(6) "
+            "FROM seq_1_to_50"
+        )
+        cursor.execute("ANALYZE TABLE django_sqlqueue_job")
+        cursor.fetchall()
+    expiring = Job.objects.in_ready_status().filter(expires_at__lte=sql.DatabaseNow())
+    for reads in (expiring, Job.objects.in_ready_status()):
+        plan = json.loads(reads.explain(format="JSON"))
+        if isinstance(plan, str):  # mysqlclient hands it over as a JSON string of the text
+            plan = json.loads(plan)
+        (step,) = plan["query_block"]["nested_loop"]
+        table = step["table"]
+        assert table["access_type"] != "ALL", table  # not a scan of the 20,050 rows
+        assert table["key"].startswith("sqlqueue_job_"), table
+    assert Job.objects.expire() == 50
+    assert Job.objects.in_ready_status().count() == 0

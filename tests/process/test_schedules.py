@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connections
 
 from django_sqlqueue.models import Job, Schedule, Worker
@@ -108,7 +109,10 @@ def test_a_schedule_ticks_once_per_tick_across_a_database_restart(start_worker,
     assert all(w.is_running() for w in workers), [w.output for w in workers]
     stop(*workers)
     assert_one_job_per_tick(first - STEP, last)
-    assert "database unavailable" in workers[0].output + workers[1].output
+    if django_settings.VENDOR != "pgbouncer":
+        # Through PgBouncer a worker may never see the restart: the pooler holds its queries
+        # until the server is back.
+        assert "database unavailable" in workers[0].output + workers[1].output
 
 
 @pytest.mark.postgresql
