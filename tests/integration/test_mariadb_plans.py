@@ -23,6 +23,20 @@ def _mariadb_only():
         pytest.skip("MariaDB's stand-ins for partial indexes; runs in the mariadb pass")
 
 
+def _fill_analyzed(ready_insert: str):
+    """20,000 finished jobs and the ready ones ``ready_insert`` writes (SQL, for speed), then
+    ANALYZE, so that the plans are those of a table that holds mostly finished jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, status, finished_at) "
+            "SELECT 'tests.testapp.tasks.add', 'default', '{}', 'succeeded', UTC_TIMESTAMP(6) "
+            "FROM seq_1_to_20000"
+        )
+        cursor.execute(ready_insert)
+        cursor.execute("ANALYZE TABLE django_sqlqueue_job")
+        cursor.fetchall()
+
+
 def _claim_plan(queues) -> dict:
     """ANALYZE (run, with the plan) of the id-picking part of the claim, as a dict."""
     picked = sql.ready_ids(Job, connection, queue_count=None if queues is None else len(queues))
@@ -35,19 +49,10 @@ def _claim_plan(queues) -> dict:
 
 
 def test_the_claim_reads_ten_index_entries_for_ten_jobs_among_many_finished_ones():
-    with connection.cursor() as cursor:
-        # 20,000 finished and 1,000 ready jobs, written by SQL for speed.
-        cursor.execute(
-            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, status, finished_at) "
-            "SELECT 'tests.testapp.tasks.add', 'default', '{}', 'succeeded', UTC_TIMESTAMP(6) "
-            "FROM seq_1_to_20000"
-        )
-        cursor.execute(
-            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, priority) "
-            "SELECT 'tests.testapp.tasks.add', 'default', '{}', seq % 3 FROM seq_1_to_1000"
-        )
-        cursor.execute("ANALYZE TABLE django_sqlqueue_job")
-        cursor.fetchall()
+    # 20,000 finished and 1,000 ready jobs.
+    _fill_analyzed("INSERT INTO django_sqlqueue_job (task_name, queue, payload, priority) "
+                   "SELECT 'tests.testapp.tasks.add', 'default', '{}', seq % 3 "
+                   "FROM seq_1_to_1000")
     for queues in (["default"], None):
         table = _claim_plan(queues)
         assert table["key"] in ("sqlqueue_job_ready", "sqlqueue_job_ready_any_queue"), table
@@ -68,19 +73,10 @@ def test_a_unique_key_binds_unfinished_jobs_only():
 def test_reads_of_ready_rows_use_the_ready_indexes_not_the_whole_table():
     """The expirer (every maintenance pass), the dashboard's and the metrics' counts of waiting
     jobs: ORM reads, which name ``is_ready`` through ``in_ready_status``."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, status, finished_at) "
-            "SELECT 'tests.testapp.tasks.add', 'default', '{}', 'succeeded', UTC_TIMESTAMP(6) "
-            "FROM seq_1_to_20000"
-        )
-        cursor.execute(
-            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, expires_at) "
-            "SELECT 'tests.testapp.tasks.add', 'default', '{}', UTC_TIMESTAMP(6) "
-            "FROM seq_1_to_50"
-        )
-        cursor.execute("ANALYZE TABLE django_sqlqueue_job")
-        cursor.fetchall()
+    # 20,000 finished jobs and 50 ready ones that expired.
+    _fill_analyzed("INSERT INTO django_sqlqueue_job (task_name, queue, payload, expires_at) "
+                   "SELECT 'tests.testapp.tasks.add', 'default', '{}', UTC_TIMESTAMP(6) "
+                   "FROM seq_1_to_50")
     expiring = Job.objects.in_ready_status().filter(expires_at__lte=sql.DatabaseNow())
     for reads in (expiring, Job.objects.in_ready_status()):
         plan = json.loads(reads.explain(format="JSON"))
