@@ -62,7 +62,7 @@ class JobQuerySet(models.QuerySet):
         its ready indexes lead with, or every read of ready rows would scan the whole table."""
         rows = self.filter(status__in=READY_STATUSES)
         if connections[self.db].vendor == "mysql":
-            rows = rows.extra(where=[sql_mariadb.READY_CONDITION])  # noqa: S610 - constant
+            rows = rows.extra(where=[sql_mariadb.READY_CONDITION], params=[])  # noqa: S610
         return rows
 
     def ready(self, now=None):

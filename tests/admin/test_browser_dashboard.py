@@ -27,6 +27,7 @@ def log_in(browser, live_server, django_user_model, start):  # noqa: F811
 def test_the_dashboard_updates_by_itself_when_a_job_finishes(
     browser, live_server, django_user_model  # noqa: F811
 ):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -34,7 +35,14 @@ def test_the_dashboard_updates_by_itself_when_a_job_finishes(
     log_in(browser, live_server, django_user_model, reverse("admin:django_sqlqueue_job_dashboard"))
 
     def tile(name):
-        return browser.find_element(By.CSS_SELECTOR, f"[data-sq='{name}']").text
+        # The refresh replaces the tiles: one found just before it is stale when read, so find
+        # it again (a few times at most: a refresh comes every 5 s).
+        for _ in range(5):
+            try:
+                return browser.find_element(By.CSS_SELECTOR, f"[data-sq='{name}']").text
+            except StaleElementReferenceException:
+                continue
+        raise AssertionError(f"the {name!r} tile kept being replaced")
 
     assert (tile("queued"), tile("running"), tile("done-1h")) == ("1", "0", "0")
     # A page reload would forget this.
