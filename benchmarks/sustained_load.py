@@ -1,6 +1,7 @@
 """Sustained load with and without a long transaction: what dead rows do to claims and pickup.
 
-    python benchmarks/sustained_load.py [--minutes 10] [--variants tuned,untuned] [--plot PATH]
+    python benchmarks/sustained_load.py [--minutes 10] [--after-minutes 0]
+        [--variants tuned,untuned] [--capacity JOBS_PER_S] [--plot PATH]
 
 (the virtualenv of run.sh, ``benchmarks/.venvs/sqlqueue``, which has matplotlib; any virtualenv
 with django-sqlqueue's ``postgres`` extra runs it without ``--plot``). Starts a throwaway
@@ -16,9 +17,10 @@ each variant, on a fresh database:
    ``--minutes`` minutes alone (*quiet*), then ``--minutes`` more with, from a quarter to three
    quarters of them, a transaction held open by another session: ``BEGIN ISOLATION LEVEL
    REPEATABLE READ; SELECT txid_current(); SELECT count(*) FROM django_sqlqueue_job;`` then idle
-   in transaction until it commits. The workers prune succeeded jobs older than 60 seconds
-   (``KEEP_SUCCEEDED_SECONDS``), looking every 10 s (``PRUNE_INTERVAL_SECONDS``), so the
-   table has a steady size when vacuum keeps up.
+   in transaction until it commits; ``--after-minutes`` more minutes after that phase watch the
+   recovery (7.5 with ``--minutes 10``: the 10 minutes after the transaction). The workers
+   prune succeeded jobs older than 60 seconds (``KEEP_SUCCEEDED_SECONDS``), looking every 10 s
+   (``PRUNE_INTERVAL_SECONDS``), so the table has a steady size when vacuum keeps up.
 
 Variants: ``tuned`` is the job table as migration 0011 leaves it (its storage parameters, see
 ``sql.job_table_storage_parameters``); ``untuned`` resets them to PostgreSQL's defaults first.
@@ -345,6 +347,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
           f"reloptions {reloptions or 'none'}", flush=True)
     length = args.minutes * 60
     held = (length + length / 4, length + 3 * length / 4)
+    end = 2 * length + args.after_minutes * 60
     dsn = cluster.dsn(db)
     cluster.psql(db, "SELECT pg_stat_statements_reset()")
     proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"{variant}-load")
@@ -359,7 +362,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
     sampler.start()
     holder.start()
     try:
-        while time.monotonic() - started < 2 * length:
+        while time.monotonic() - started < end:
             time.sleep(1)
     finally:
         stopping.set()
@@ -372,10 +375,11 @@ def run_variant(variant, cluster, args, logdir) -> dict:
               "before the transaction": (length, held[0]),
               "long transaction": held,
               "first minute after it": (held[1], held[1] + 60),
-              "after that": (held[1] + 60, 2 * length)}
+              "after that": (held[1] + 60, end)}
     summary = summarise(samples, phases)
     result = {"variant": variant, "capacity_jobs_per_s": round(capacity),
               "enqueue_jobs_per_s": round(rate), "minutes": args.minutes,
+              "after_minutes": args.after_minutes,
               "transaction_held_s": list(held), "reloptions": reloptions, "phases": summary,
               "enqueued": sum(b - a + 1 for _, a, b in enqueuer.batches)}
     if "quiet" in summary:
@@ -428,6 +432,9 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0,
                         help="length of each of the two phases (the issue's: 10)")
+    parser.add_argument("--after-minutes", type=float, default=0.0,
+                        help="minutes more after the second phase, to watch the recovery "
+                             "(7.5 with --minutes 10: 10 minutes after the transaction)")
     parser.add_argument("--variants", default="tuned,untuned")
     parser.add_argument("--capacity", type=float, default=None,
                         help="skip the capacity drain and enqueue at half of this")
