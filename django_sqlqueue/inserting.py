@@ -16,8 +16,9 @@ Why not ``save()`` or ``bulk_create()`` on PostgreSQL (each point measured):
 * The batches of one call go in psycopg's pipeline mode: PostgreSQL inserts one while Python
   builds the next, instead of each side waiting for the other.
 
-Other databases, and jobs this statement cannot say (a column left to its database default, as
-in a ``Job(...)`` built by hand), go through ``bulk_create``.
+MariaDB gets the same statement without NOTIFY, its document read by ``JSON_TABLE``
+(sql_mariadb.insert_jobs). SQLite, and jobs this statement cannot say (a column left to its
+database default, as in a ``Job(...)`` built by hand), go through ``bulk_create``.
 """
 
 import datetime as dt
@@ -55,11 +56,13 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
 
 def _insert(jobs: list, alias: str, batch_size: int) -> None:
     connection = connections[alias]
-    if connection.vendor != "postgresql":
+    if not _has_insert_statement(connection):
         _bulk_create(jobs, alias, batch_size)
     else:
-        queues = {job.queue for job in jobs}
-        channel = notify.CHANNEL if notify.should_notify(connection, queues) else None
+        channel = None  # NOTIFY is PostgreSQL's
+        if connection.vendor == "postgresql":
+            queues = {job.queue for job in jobs}
+            channel = notify.CHANNEL if notify.should_notify(connection, queues) else None
         batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
         all_or_nothing = (
             transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
@@ -90,10 +93,18 @@ def _insert(jobs: list, alias: str, batch_size: int) -> None:
         transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
 
 
+def _has_insert_statement(connection) -> bool:
+    """Whether insert_statement speaks this database: PostgreSQL, and MariaDB (JSON_TABLE and
+    INSERT ... RETURNING). On MariaDB, Django's bulk_create spent 90% of a bulk enqueue's time
+    in Python, compiling every value of every job (10,000 jobs: 1.3 s, the server 0.16 s)."""
+    return connection.vendor == "postgresql" or (
+        connection.vendor == "mysql" and connection.mysql_is_mariadb)
+
+
 def _pipeline(connection, statements: int):
     """psycopg's pipeline mode for more than one statement, where libpq supports it (one
     statement, like every ``enqueue()``, gains nothing from it)."""
-    if statements < 2:
+    if statements < 2 or connection.vendor != "postgresql":
         return nullcontext()
     # Imported here: this module also serves SQLite-only installs, which have no psycopg.
     import psycopg
@@ -175,16 +186,17 @@ def _many_jobs(connection, jobs):
                 layout.append((column.name, SHARED))
                 params.append(None if first is None else column.as_param(first, connection))
             continue
-        if column.to_plain is _NOT_PLAIN:
+        to_plain = column.to_plain_on(connection)
+        if to_plain is _NOT_PLAIN:
             return None
         layout.append((column.name, PER_JOB))
-        if column.to_plain is None:  # already plain, or JSON that the document embeds as is
+        if to_plain is None:  # already plain, or JSON that the document embeds as is
             per_job[column.name] = values
         else:
             per_job[column.name] = [
                 None if value is None
                 else plain_texts.get(id(value)) or plain_texts.setdefault(
-                    id(value), column.to_plain(value)
+                    id(value), to_plain(value)
                 )
                 for value in values
             ]
@@ -204,9 +216,10 @@ def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: boo
     ``(column, SHARED or PER_JOB)`` per column."""
     connection = connections[alias]
     columns_by_name = {c.name: c for c in _columns(model)}
+    type_of = _type_without_length if connection.vendor == "postgresql" else _document_type
     described = tuple(
         (name, source == SHARED, columns_by_name[name].is_json,
-         _type_without_length(columns_by_name[name].field, connection))
+         type_of(columns_by_name[name].field, connection))
         for name, source in layout
     )
     return sql.insert_jobs(model, connection, described, notify=notify, many=many)
@@ -216,6 +229,19 @@ def _type_without_length(field, connection) -> str:
     """The column's type without length or precision (``varchar``, not ``varchar(255)``): a
     cast to ``varchar(255)`` would cut an over-long value, which must fail at the column."""
     return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(connection))
+
+
+def _document_type(field, connection) -> str:
+    """The type a per-job value of ``field`` is read as from MariaDB's ``JSON_TABLE``: wide
+    enough that a value reaches the column whole (an over-long one must fail at the column)."""
+    kind = field.get_internal_type()
+    if kind == "JSONField":
+        return "JSON"
+    if kind == "DateTimeField":
+        return "DATETIME(6)"
+    if kind in ("CharField", "TextField"):
+        return "LONGTEXT"
+    return "BIGINT"  # the integer fields and BooleanField (_PLAIN has no other kind)
 
 
 def _all_identical(values: tuple) -> bool:
@@ -266,9 +292,20 @@ class _Column(NamedTuple):
         """``value`` as a statement parameter (JSON as its text)."""
         if self.is_json:
             return _JSON.encode(value)
-        if self.to_plain is _NOT_PLAIN:
+        if self.to_plain is _NOT_PLAIN or connection.vendor != "postgresql":
             return self.field.get_db_prep_save(value, connection)
         return value if self.to_plain is None else self.to_plain(value)
+
+    def to_plain_on(self, connection):
+        """How a per-job value goes into the document on ``connection``'s database: as for
+        PostgreSQL (``to_plain``), or on MariaDB a time as the backend writes it (UTC, without
+        an offset: its DATETIME has none); a UUID not at all (MariaDB 10.7+ has a type of its
+        own, which Django's field knows how to fill)."""
+        if connection.vendor == "postgresql" or self.to_plain is None:
+            return self.to_plain
+        if self.field.get_internal_type() == "DateTimeField":
+            return functools.partial(self.field.get_db_prep_save, connection=connection)
+        return _NOT_PLAIN
 
 
 @functools.cache

@@ -616,8 +616,8 @@ def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_ba
 
 
 def insert_jobs(model, connection, columns: tuple, *, notify: bool, many: bool) -> str:
-    """INSERT new jobs on PostgreSQL, returning their ids in insert order; returns the SQL text
-    (inserting.py decides what goes where and why).
+    """INSERT new jobs on PostgreSQL (on MariaDB: sql_mariadb.insert_jobs), returning their ids
+    in insert order; returns the SQL text (inserting.py decides what goes where and why).
 
     ``columns`` are ``(name, shared, is_json, sql_type)``: a shared value is one parameter for
     every row; the others come from the JSON document of ``many`` rows (one array per job, its
@@ -630,6 +630,9 @@ def insert_jobs(model, connection, columns: tuple, *, notify: bool, many: bool) 
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     pk = quote(model._meta.pk.column)
+    if connection.vendor == "mysql":  # without NOTIFY
+        return sql_mariadb.insert_jobs(table, pk, [quote(name) for name, *_ in columns], columns,
+                                       many=many)
     names = ", ".join(quote(name) for name, *_ in columns)
     if not many:
         # VALUES gives each parameter the type of its column.

@@ -296,6 +296,36 @@ def elect_leader(table, col: dict, workers: str, worker_name: str) -> LeaderElec
     )
 
 
+def insert_jobs(table, pk, names: list, columns: tuple, *, many: bool) -> str:
+    """INSERT new jobs, returning their ids in insert order (sql.insert_jobs on MariaDB).
+
+    ``columns`` are ``(name, shared, is_json, document_type)`` as for sql.insert_jobs. One job
+    is ``INSERT ... VALUES``; several are ``INSERT ... SELECT`` from ``JSON_TABLE`` over the
+    document (one array per job), in the document's order, with the shared values as
+    parameters: MariaDB has ``RETURNING`` on INSERT (10.5+), and ``JSON_TABLE`` (10.6+).
+    """
+    if not many:
+        return (f"INSERT INTO {table} ({', '.join(names)}) "  # noqa: S608 - names only
+                f"VALUES ({_ids(len(names))}) RETURNING {pk}")
+    # The ordinality column keeps the document's order, and its rows' count when every value is
+    # shared (the document then holds an empty array per job).
+    select, document, position = [], ["`row_number` FOR ORDINALITY"], 0
+    for _, shared, is_json, document_type in columns:
+        if shared:
+            select.append("%s")
+            continue
+        document.append(f"`c{position}` {document_type} PATH '$[{position}]'")
+        # A JSON null is SQL NULL, as the ORM stores None.
+        select.append(f"NULLIF(job.`c{position}`, 'null')" if is_json else f"job.`c{position}`")
+        position += 1
+    return (
+        f"INSERT INTO {table} ({', '.join(names)}) "  # noqa: S608 - names only
+        f"SELECT {', '.join(select)} FROM JSON_TABLE(%s, '$[*]' COLUMNS "
+        f"({', '.join(document)})) AS job "
+        f"ORDER BY job.`row_number` RETURNING {pk}"
+    )
+
+
 def delete_jobs(table, pk, picked_ids_sql: str) -> str:
     """sql.delete_jobs on MariaDB, one statement: the picked ids through a derived table
     (MariaDB takes no LIMIT in an ``IN`` subquery, nor a subquery on the table it deletes

@@ -156,9 +156,14 @@ SQL_ASSEMBLY = {
     # status constants (sets, returned), the ORM's compiled picked ids (picked_ids_sql), %s
     # placeholders (values; _ids(count), count an int), and a statement's head built of those
     # in the same module (prefix).
+    # The INSERT of new jobs on MariaDB (insert_jobs): quoted column names (names, and len of
+    # them for _ids), the SELECT list of %s placeholders and document columns named by their
+    # position (select), and JSON_TABLE's column definitions: position, a type constant of
+    # inserting._document_type, a path of the position (document).
     "sql_mariadb.py": {"table", "pk", "col", "column", "workers", "worker_name", "columns",
                        "now", "later", "sets", "returned", "running", "picked_ids_sql",
-                       "values", "_ids", "count", "prefix"},
+                       "values", "_ids", "count", "prefix", "names", "len", "select",
+                       "document"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 

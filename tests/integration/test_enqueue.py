@@ -126,10 +126,11 @@ def test_the_batches_of_a_bulk_enqueue_are_all_or_nothing():
     assert not Job.objects.exists()
 
 
-@pytest.mark.postgresql
+@pytest.mark.server_database
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_the_database_refuses_undoes_the_batches_sent_before_it():
-    # The batches travel in one pipeline: the first two are inserted before the third fails.
+    # On PostgreSQL the batches travel in one pipeline: the first two are inserted before the
+    # third fails; on MariaDB one after the other.
     long_named = Task(add.func, "t" * 300, {})
     jobs = [add.prepare(n, n) for n in range(4)] + [long_named.prepare(1, 2)]
     with pytest.raises(DataError):
@@ -138,7 +139,7 @@ def test_a_batch_the_database_refuses_undoes_the_batches_sent_before_it():
     assert len(Job.objects.bulk_enqueue(jobs[:4], batch_size=2)) == 4  # the connection works
 
 
-@pytest.mark.postgresql
+@pytest.mark.server_database
 def test_an_over_long_value_fails_instead_of_being_cut():
     long_named = Task(add.func, "t" * 300, {})
     for insert in (
