@@ -231,17 +231,20 @@ def _type_without_length(field, connection) -> str:
     return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(connection))
 
 
+#: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
+#: enough that a value reaches the column whole (an over-long one must fail at the column, not be
+#: cut), and exact (a FloatField read as an integer would round). Other types (BooleanField,
+#: UUIDField) are not put in MariaDB's document: their jobs go through bulk_create.
+_MARIADB_DOCUMENT_TYPES = {
+    "JSONField": "JSON", "DateTimeField": "DATETIME(6)", "CharField": "LONGTEXT",
+    "TextField": "LONGTEXT", "FloatField": "DOUBLE", "IntegerField": "BIGINT",
+    "SmallIntegerField": "BIGINT", "BigIntegerField": "BIGINT", "PositiveIntegerField": "BIGINT",
+    "PositiveSmallIntegerField": "BIGINT", "PositiveBigIntegerField": "BIGINT UNSIGNED",
+}
+
+
 def _document_type(field, connection) -> str:
-    """The type a per-job value of ``field`` is read as from MariaDB's ``JSON_TABLE``: wide
-    enough that a value reaches the column whole (an over-long one must fail at the column)."""
-    kind = field.get_internal_type()
-    if kind == "JSONField":
-        return "JSON"
-    if kind == "DateTimeField":
-        return "DATETIME(6)"
-    if kind in ("CharField", "TextField"):
-        return "LONGTEXT"
-    return "BIGINT"  # the integer fields and BooleanField (_PLAIN has no other kind)
+    return _MARIADB_DOCUMENT_TYPES[field.get_internal_type()]
 
 
 def _all_identical(values: tuple) -> bool:
@@ -299,13 +302,15 @@ class _Column(NamedTuple):
     def to_plain_on(self, connection):
         """How a per-job value goes into the document on ``connection``'s database: as for
         PostgreSQL (``to_plain``), or on MariaDB a time as the backend writes it (UTC, without
-        an offset: its DATETIME has none); a UUID not at all (MariaDB 10.7+ has a type of its
-        own, which Django's field knows how to fill)."""
-        if connection.vendor == "postgresql" or self.to_plain is None:
+        an offset: its DATETIME has none), and only the types of _MARIADB_DOCUMENT_TYPES."""
+        if connection.vendor == "postgresql":
             return self.to_plain
-        if self.field.get_internal_type() == "DateTimeField":
+        kind = self.field.get_internal_type()
+        if kind not in _MARIADB_DOCUMENT_TYPES:
+            return _NOT_PLAIN
+        if kind == "DateTimeField":
             return functools.partial(self.field.get_db_prep_save, connection=connection)
-        return _NOT_PLAIN
+        return self.to_plain
 
 
 @functools.cache

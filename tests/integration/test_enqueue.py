@@ -57,6 +57,21 @@ def test_bulk_enqueue_returns_the_jobs_as_stored_in_several_batches():
     assert [job.pk for job in jobs] == sorted(job.pk for job in jobs)  # ids in list order
 
 
+def test_bulk_enqueue_stores_values_that_differ_per_job_in_one_batch_exactly():
+    # One batch, so that each of these columns goes in the per-job document, not as a shared
+    # parameter: fractions, negative numbers, times, long text, non-ASCII and null in JSON.
+    now = timezone.now()
+    jobs = [
+        Job.objects.prepare(add, (1, 2), timeout=2.5, retry_jitter=0.125, priority=-100,
+                            run_at=now + dt.timedelta(microseconds=1), queue="q" * 100),
+        Job.objects.prepare(add, (3, 4), timeout=0.75, retry_jitter=0.0, priority=100,
+                            run_at=now - dt.timedelta(days=3), queue="other.q"),
+        Job.objects.prepare(add, ("ünï", None), timeout=1e-3, retry_jitter=1.0, priority=0,
+                            run_at=now + dt.timedelta(days=400, microseconds=999999)),
+    ]
+    assert_jobs_are_their_rows(Job.objects.bulk_enqueue(jobs))
+
+
 def test_bulk_enqueue_of_identical_jobs_stores_each():
     jobs = Job.objects.bulk_enqueue([add.prepare(1, 1) for _ in range(5)])
     assert_jobs_are_their_rows(jobs)
