@@ -132,14 +132,16 @@ def _bulk_create(jobs, alias, batch_size):
 
 
 def insert_statement(connection, jobs: list, *, notify_channel=None):
-    """The PostgreSQL INSERT of ``jobs`` (unsaved, of one model) returning their ids in order,
-    as ``(sql, params)``; None if it cannot say them (a column left to its database default, or
-    values that differ between jobs in a type JSON cannot carry): bulk_create can.
+    """The INSERT of ``jobs`` (unsaved, of one model) on PostgreSQL or MariaDB, returning their
+    ids in order, as ``(sql, params)``; None if it cannot say them (a column left to its database
+    default, or values that differ between jobs in a type the document cannot carry):
+    bulk_create can.
 
     One job is ``INSERT ... VALUES``; several are ``INSERT ... SELECT`` from the JSON document,
-    whose rows keep its order (PostgreSQL returns the ids in that order, as Django's bulk_create
-    relies on). With ``notify_channel`` the statement also calls ``pg_notify(channel, queue)``
-    per row; PostgreSQL delivers each distinct queue once, at commit.
+    whose rows keep its order (the database returns the ids in that order, as Django's
+    bulk_create relies on). With ``notify_channel`` (PostgreSQL) the statement also calls
+    ``pg_notify(channel, queue)`` per row; PostgreSQL delivers each distinct queue once, at
+    commit.
     """
     model = type(jobs[0])
     split = _one_job(connection, jobs[0]) if len(jobs) == 1 else _many_jobs(connection, jobs)

@@ -63,9 +63,11 @@ def test_bulk_enqueue_stores_values_that_differ_per_job_in_one_batch_exactly():
     now = timezone.now()
     jobs = [
         Job.objects.prepare(add, (1, 2), timeout=2.5, retry_jitter=0.125, priority=-100,
-                            run_at=now + dt.timedelta(microseconds=1), queue="q" * 100),
+                            run_at=now + dt.timedelta(microseconds=1), queue="q" * 100,
+                            concurrency_key="ключ-1"),
         Job.objects.prepare(add, (3, 4), timeout=0.75, retry_jitter=0.0, priority=100,
-                            run_at=now - dt.timedelta(days=3), queue="other.q"),
+                            run_at=now - dt.timedelta(days=3), queue="other.q",
+                            concurrency_key="clé 2 😀"),
         Job.objects.prepare(add, ("ünï", None), timeout=1e-3, retry_jitter=1.0, priority=0,
                             run_at=now + dt.timedelta(days=400, microseconds=999999)),
     ]
