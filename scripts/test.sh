@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint and a migrations check, then every test against SQLite
-# and against PostgreSQL (a throwaway cluster each pytest run starts itself, unless DATABASE_URL is
-# set). What runs where:
+# The whole test suite, as CI runs it: lint and a migrations check, then every test against SQLite,
+# PostgreSQL (a throwaway cluster each pytest run starts itself, unless DATABASE_URL is set) and
+# MariaDB. What runs where:
 #   - Django 6.1 on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
 #     the chaos suite, the browser test and the slow tests; on PostgreSQL in two runs (chaos, the
 #     rest) so that the longest pass does not set the wall time alone;
@@ -22,7 +22,8 @@
 # Each pass writes its own log, printed whole when the pass ends ("==> <pass>: FAILED ..."
 # before a failing one's); a table at the end gives each pass's result and minutes.
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
-# on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, PgBouncer, Chromium).
+# on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, PgBouncer, MariaDB and
+# the headers mysqlclient builds against, Chromium).
 # SQLQUEUE_NO_INSTALL=1 uses the virtualenvs as they are (no pip), where they exist.
 # Extra arguments go to every pytest run, e.g. `bash scripts/test.sh -x -k notify` (a pass in which
 # they select no test says "no tests" and does not fail the run).
