@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from . import validation
 from .conf import QueueSettings, get_settings
-from .instances import new_instance
+from .db.instances import new_instance
 from .statuses import JobStatus
 
 #: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;

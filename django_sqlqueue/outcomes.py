@@ -16,8 +16,9 @@ from typing import NamedTuple
 from django.db import connections
 from django.utils import timezone
 
-from . import returning, signals, sql, validation
+from . import signals, sql, validation
 from .conf import get_settings
+from .db import returning
 from .exceptions import InvalidSchedule
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from django.db import connections, transaction
 from django.db.models import F
 
-from . import returning, sql, tick_plan
+from . import sql, tick_plan
 from .building import build_job
+from .db import returning
 from .models import Job, Schedule
 from .schedules import declared, tick_key
 from .statuses import JobStatus

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from .. import returning, sql
+from .. import sql
 from ..conf import QueueSettings
+from ..db import returning
 from ..models import Leader as LeaderRow
 from ..models import Worker
 from .steps import check, positive

@@ -18,8 +18,8 @@ import logging
 import os
 from dataclasses import dataclass
 
-from ..batches import short_transaction
 from ..conf import QueueSettings
+from ..db.batches import short_transaction
 from ..models import Job, Worker
 from ..sql import DatabaseNow
 from . import identity

@@ -29,7 +29,7 @@ from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
 from .. import sql
-from ..batches import short_transaction
+from ..db.batches import short_transaction
 from ..models import Job, ThroughputCount, ThroughputCursor
 from ..scheduling import database_now
 from ..statuses import FINISHED_STATUSES

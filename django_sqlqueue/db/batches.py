@@ -11,7 +11,7 @@ import contextlib
 
 from django.db import connections, transaction
 
-from . import sql
+from .. import sql
 
 
 @contextlib.contextmanager
