@@ -10,10 +10,10 @@ from django.db.models.functions import Now
 
 from . import outcomes, tick_plan, timetables
 from .conf import QueueSettings
+from .enqueue.validation import MAX_PRIORITY, MIN_PRIORITY
 from .queries import JobQuerySet
 from .schedule_queries import ScheduleQuerySet
 from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
-from .validation import MAX_PRIORITY, MIN_PRIORITY
 
 _defaults = QueueSettings()
 

@@ -16,9 +16,10 @@ from typing import NamedTuple
 from django.db import connections
 from django.utils import timezone
 
-from . import signals, sql, validation
+from . import signals, sql
 from .conf import get_settings
 from .db import returning
+from .enqueue import validation
 from .exceptions import InvalidSchedule
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind

@@ -15,13 +15,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from . import queue_limits, signals, sql, sql_mariadb
-from .building import ENQUEUE_OPTIONS, prepare_job
 from .conf import get_settings
 from .db import returning
 from .db.batches import short_transaction
 from .db.instances import builds_directly, new_instance
-from .inserting import insert_jobs
-from .notify import CANCEL_CHANNEL, sends_notify
+from .enqueue.building import ENQUEUE_OPTIONS, prepare_job
+from .enqueue.inserting import insert_jobs
+from .enqueue.notify import CANCEL_CHANNEL, sends_notify
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from . import building, tick_plan, timetables, validation
+from . import tick_plan, timetables
 from .conf import QueueSettings, get_settings
+from .enqueue import building, validation
 from .exceptions import InvalidJob, InvalidPeriodicSchedule
 from .registry import Task as JobTask
 

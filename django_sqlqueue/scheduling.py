@@ -18,8 +18,8 @@ from django.db import connections, transaction
 from django.db.models import F
 
 from . import sql, tick_plan
-from .building import build_job
 from .db import returning
+from .enqueue.building import build_job
 from .models import Job, Schedule
 from .schedules import declared, tick_key
 from .statuses import JobStatus

@@ -33,7 +33,7 @@ from django.db import connections
 
 from .. import listening, sql
 from ..conf import get_settings
-from ..notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
+from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)

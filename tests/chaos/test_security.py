@@ -14,7 +14,7 @@ from django.urls import reverse
 
 import django_sqlqueue
 import tests.admin.conftest  # noqa: F401 - switches the admin on, as for tests/admin
-from django_sqlqueue import notify
+from django_sqlqueue.enqueue import notify
 from django_sqlqueue.execution import call_task
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus

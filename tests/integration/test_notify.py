@@ -5,8 +5,8 @@ import psycopg
 import pytest
 from django.db import transaction
 
+from django_sqlqueue.enqueue.notify import CHANNEL
 from django_sqlqueue.models import Job
-from django_sqlqueue.notify import CHANNEL
 from tests.conftest import direct_connect_kwargs
 from tests.testapp.tasks import add, send_email
 
@@ -76,7 +76,7 @@ def test_notify_can_be_turned_off(listener, settings):
 @pytest.fixture
 def fresh_limiter(monkeypatch):
     """A new per-process notification limiter: earlier tests' enqueues spent no tokens."""
-    from django_sqlqueue import notify
+    from django_sqlqueue.enqueue import notify
 
     monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter())
 

@@ -27,7 +27,7 @@ import weakref
 
 from django.db import transaction
 
-from .conf import get_settings
+from ..conf import get_settings
 
 CHANNEL = "django_sqlqueue"
 #: ``JobQuerySet.cancel`` notifies this channel when it asked running jobs to stop, so that

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from ..conf import QueueSettings, get_settings
+from ..db.instances import new_instance
+from ..statuses import JobStatus
 from . import validation
-from .conf import QueueSettings, get_settings
-from .db.instances import new_instance
-from .statuses import JobStatus
 
 #: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
 #: ``@job`` and ``Task.using`` take the same names.

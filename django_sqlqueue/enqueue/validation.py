@@ -8,8 +8,8 @@ import math
 from django.conf import settings
 from django.utils import timezone
 
-from .conf import QUEUE_NAME_RE
-from .exceptions import (
+from ..conf import QUEUE_NAME_RE
+from ..exceptions import (
     InvalidConcurrencyKey,
     InvalidPayload,
     InvalidPriority,
