@@ -14,7 +14,8 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import queue_limits, signals, sql, sql_mariadb
+from . import signals, sql, sql_mariadb
+from .claim import limited as queue_limits
 from .conf import get_settings
 from .db import returning
 from .db.batches import short_transaction

@@ -24,9 +24,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import queue_control, snapshot
+from .. import snapshot
 from ..conf import get_settings
 from ..models import Job
+from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
 from .display import STATUS_COLOURS, seconds_text, status_label

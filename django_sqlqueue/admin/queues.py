@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html
 
-from .. import queue_control
+from ..queues import control as queue_control
 
 
 class QueueChangeList(ChangeList):

@@ -17,13 +17,13 @@ from django.db import connections, router
 from django.utils import timezone
 
 from .. import __version__, metrics
+from ..claim.bounded import ClaimBound
+from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
 from ..models import Job, Worker
-from ..queue_limits import QueueControls, read_controls
 from ..sql import DatabaseNow
 from . import identity, log_format
 from .cancels import CancelWatcher
-from .claim_bound import ClaimBound
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .log_format import fields

@@ -8,8 +8,8 @@ import io
 import pytest
 from django.utils import timezone
 
+from django_sqlqueue.claim.bounded import FULL_CLAIM_COST_FACTOR, SLOW_IN_A_ROW, ClaimBound
 from django_sqlqueue.models import Job
-from django_sqlqueue.worker.claim_bound import FULL_CLAIM_COST_FACTOR, SLOW_IN_A_ROW, ClaimBound
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_sqlqueue import queue_control
+from django_sqlqueue.claim.limited import read_controls
 from django_sqlqueue.exceptions import InvalidConcurrencyKey, InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
-from django_sqlqueue.queue_limits import read_controls
+from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.tasks import add, send_email
 

@@ -6,9 +6,9 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import queue_control
 from ...exceptions import InvalidJob, InvalidQueueLimit
 from ...models import Queue
+from ...queues import control as queue_control
 from ..database_option import add_database_option, database_alias
 
 LIMIT_OPTIONS = (

@@ -12,10 +12,10 @@ from django.db import router, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from .enqueue.validation import queue_name
-from .exceptions import InvalidQueueLimit
-from .models import Job, Queue
-from .queue_limits import recent_starts
+from ..claim.limited import recent_starts
+from ..enqueue.validation import queue_name
+from ..exceptions import InvalidQueueLimit
+from ..models import Job, Queue
 
 #: The limits ``set_limits`` takes, as Queue fields.
 LIMIT_FIELDS = ("concurrency_limit", "rate_limit", "rate_period_seconds",

@@ -32,8 +32,8 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from . import sql
-from .statuses import READY_STATUSES, JobStatus
+from .. import sql
+from ..statuses import READY_STATUSES, JobStatus
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
 #: found in name order, so with more ready keys than this, those later in the order wait until
