@@ -8,7 +8,7 @@ from .context import current_job
 from .enqueue.on_commit import enqueue_on_commit
 from .exceptions import Abort, Reschedule
 from .registry import job
-from .schedules import schedule
+from .schedules.declare import schedule
 
 __version__ = "0.1.0"
 

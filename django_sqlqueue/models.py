@@ -8,11 +8,12 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from . import outcomes, tick_plan, timetables
+from . import outcomes
 from .conf import QueueSettings
 from .enqueue.validation import MAX_PRIORITY, MIN_PRIORITY
 from .queries import JobQuerySet
-from .schedule_queries import ScheduleQuerySet
+from .schedules import tick_plan, timetables
+from .schedules.queries import ScheduleQuerySet
 from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
 
 _defaults = QueueSettings()

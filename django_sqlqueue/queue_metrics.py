@@ -16,7 +16,7 @@ from django.db.models import Count, Min, Q
 
 from .conf import get_settings
 from .models import Job, Worker
-from .scheduling import database_now
+from .schedules.operations import database_now
 from .statuses import JobStatus
 
 

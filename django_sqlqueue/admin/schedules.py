@@ -20,8 +20,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from .. import scheduling
 from ..models import Job, Schedule
+from ..schedules import operations as scheduling
 from .display import between, breakable, pretty_json, seconds_text, status_badge, when
 
 logger = logging.getLogger("django_sqlqueue.admin")

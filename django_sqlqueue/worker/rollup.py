@@ -31,7 +31,7 @@ from django.db.models.functions import TruncMinute
 from .. import sql
 from ..db.batches import short_transaction
 from ..models import Job, ThroughputCount, ThroughputCursor
-from ..scheduling import database_now
+from ..schedules.operations import database_now
 from ..statuses import FINISHED_STATUSES
 from .steps import check, positive
 

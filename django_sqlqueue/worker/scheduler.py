@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
-from .. import scheduling
 from ..exceptions import InvalidPeriodicSchedule
 from ..models import Schedule
+from ..schedules import operations as scheduling
 from .steps import check, positive
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from . import sql
+from .. import sql
 
 
 class ScheduleQuerySet(models.QuerySet):

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import QueueSettings, get_settings
+from ..enqueue import building, validation
+from ..exceptions import InvalidJob, InvalidPeriodicSchedule
+from ..registry import Task as JobTask
 from . import tick_plan, timetables
-from .conf import QueueSettings, get_settings
-from .enqueue import building, validation
-from .exceptions import InvalidJob, InvalidPeriodicSchedule
-from .registry import Task as JobTask
 
 #: Schedule names: they appear in unique keys (``schedule:<name>@<tick>``) and in URLs.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,149}")
