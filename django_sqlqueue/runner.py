@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from . import signals, tracing
+from . import signals
 from .cancellation import cancellable, cancelled_error, stop_requested
 from .context import _current_job
 from .enqueue import validation
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
+from .observability import tracing
 from .registry import get_task
 
 

@@ -24,9 +24,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import snapshot
 from ..conf import get_settings
 from ..models import Job
+from ..observability import snapshot
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg

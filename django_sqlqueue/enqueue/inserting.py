@@ -32,7 +32,8 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from .. import metrics, signals, sql, tracing
+from .. import signals, sql
+from ..observability import metrics, tracing
 from . import notify
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import metrics, runner
+from .. import runner
 from ..execution import report
+from ..observability import metrics
 from .log_format import fields
 from .outcome_writer import OutcomeWriter
 from .resilience import tidy_connections

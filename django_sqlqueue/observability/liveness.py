@@ -10,7 +10,7 @@ import datetime as dt
 
 from django.utils import timezone
 
-from .conf import get_settings
+from ..conf import get_settings
 
 ALIVE, LATE, DEAD = "alive", "late", "presumed dead"
 

@@ -17,7 +17,7 @@ import collections
 import importlib.util
 import threading
 
-from .exceptions import PrometheusClientMissing
+from ..exceptions import PrometheusClientMissing
 
 #: What to install for metrics, named in every error about it.
 EXTRA = "pip install 'django-sqlqueue[prometheus]'"

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncMinute
 
-from .models import Job, ThroughputCount, ThroughputCursor
-from .statuses import FINISHED_STATUSES, JobStatus
+from ..models import Job, ThroughputCount, ThroughputCursor
+from ..statuses import FINISHED_STATUSES, JobStatus
 
 MINUTES = 60  # the per-minute window
 WINDOWS = ("1h", "24h", "7d")

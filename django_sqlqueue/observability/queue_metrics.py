@@ -14,10 +14,10 @@ import datetime as dt
 
 from django.db.models import Count, Min, Q
 
-from .conf import get_settings
-from .models import Job, Worker
-from .schedules.operations import database_now
-from .statuses import JobStatus
+from ..conf import get_settings
+from ..models import Job, Worker
+from ..schedules.operations import database_now
+from ..statuses import JobStatus
 
 
 class QueueMetricsCollector:

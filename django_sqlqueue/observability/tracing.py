@@ -53,7 +53,7 @@ def _tracer():
 
 @functools.lru_cache(maxsize=4)
 def _tracer_of(provider):
-    from . import __version__
+    from .. import __version__
 
     return provider.get_tracer("django_sqlqueue", __version__)
 
