@@ -100,9 +100,9 @@ def check_database(app_configs=None, databases=None, **kwargs):
 @checks.register(checks.Tags.compatibility)
 def check_listen_database(app_configs=None, **kwargs):
     """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""
-    from . import listening
     from .conf import get_settings
     from .models import Job
+    from .worker import listening
 
     try:
         conf = get_settings()

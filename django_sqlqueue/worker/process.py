@@ -28,7 +28,7 @@ from .cancels import CancelWatcher
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .log_format import fields
-from .maintenance import Maintenance
+from .maintenance.service import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection

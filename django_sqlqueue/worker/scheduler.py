@@ -25,7 +25,7 @@ from django.db import DatabaseError, connections
 from ..exceptions import InvalidPeriodicSchedule
 from ..models import Schedule
 from ..schedules import operations as scheduling
-from .steps import check, positive
+from .maintenance.steps import check, positive
 
 logger = logging.getLogger(__name__)
 

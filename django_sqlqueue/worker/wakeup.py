@@ -31,9 +31,10 @@ import time
 
 from django.db import connections
 
-from .. import listening, sql
+from .. import sql
 from ..conf import get_settings
 from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
+from . import listening
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)

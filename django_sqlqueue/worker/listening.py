@@ -11,7 +11,7 @@ through the pooler: NOTIFY, unlike LISTEN, works in any pooling mode.
 
 from django.db import connections
 
-from .conf import get_settings
+from ..conf import get_settings
 
 # Keys of a Django PostgreSQL OPTIONS dict that are Django's, not libpq connection parameters.
 _DJANGO_ONLY_OPTIONS = {"isolation_level", "server_side_binding", "pool", "assume_role"}

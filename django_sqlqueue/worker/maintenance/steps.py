@@ -9,8 +9,8 @@ many rows goes batch by batch, each batch one short transaction (``batches.short
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..conf import QueueSettings
-from ..db.batches import short_transaction
+from ...conf import QueueSettings
+from ...db.batches import short_transaction
 
 _defaults = QueueSettings()
 

@@ -9,7 +9,7 @@ claim token and the lease as read so that a heartbeat renewing the lease meanwhi
 
 from dataclasses import dataclass
 
-from ..models import Job
+from ...models import Job
 from .steps import BatchConfig, BatchStep
 
 

@@ -12,8 +12,8 @@ large backlog does not hold up the other steps.
 import time
 from dataclasses import dataclass
 
-from ..conf import QueueSettings
-from ..models import Job
+from ...conf import QueueSettings
+from ...models import Job
 from .steps import check, positive, run_batches
 
 _defaults = QueueSettings()

@@ -18,14 +18,15 @@ import logging
 import os
 from dataclasses import dataclass
 
-from ..conf import QueueSettings
-from ..db.batches import short_transaction
-from ..models import Job, Worker
-from ..sql import DatabaseNow
-from . import identity
+from ...conf import QueueSettings
+from ...db.batches import short_transaction
+from ...models import Job, Worker
+from ...sql import DatabaseNow
+from .. import identity
 from .steps import check, positive
 
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the module moved (docs/operations.md lists it).
+logger = logging.getLogger("django_sqlqueue.worker.reaper")
 _defaults = QueueSettings()
 
 

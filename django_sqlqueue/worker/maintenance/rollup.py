@@ -28,11 +28,11 @@ from django.db import connections
 from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
-from .. import sql
-from ..db.batches import short_transaction
-from ..models import Job, ThroughputCount, ThroughputCursor
-from ..schedules.operations import database_now
-from ..statuses import FINISHED_STATUSES
+from ... import sql
+from ...db.batches import short_transaction
+from ...models import Job, ThroughputCount, ThroughputCursor
+from ...schedules.operations import database_now
+from ...statuses import FINISHED_STATUSES
 from .steps import check, positive
 
 MINUTE, HOUR = ThroughputCount.MINUTE, ThroughputCount.HOUR

@@ -8,7 +8,7 @@ its status).
 
 from dataclasses import dataclass
 
-from ..models import Job
+from ...models import Job
 from .steps import BatchConfig, BatchStep
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from django.db import DatabaseError, connections
 
-from ..conf import get_settings
+from ...conf import get_settings
 from .cleaner import Cleaner, CleanerConfig
 from .expirer import Expirer, ExpirerConfig
 from .leader import Leader, LeaderConfig, default_holder
@@ -29,7 +29,8 @@ from .reaper import Reaper, ReaperConfig
 from .rescuer import Rescuer, RescuerConfig
 from .rollup import Rollup, RollupConfig
 
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the module moved (docs/operations.md lists it).
+logger = logging.getLogger("django_sqlqueue.worker.maintenance")
 
 
 @dataclass(frozen=True)

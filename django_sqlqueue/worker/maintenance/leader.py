@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from .. import sql
-from ..conf import QueueSettings
-from ..db import returning
-from ..models import Leader as LeaderRow
-from ..models import Worker
+from ... import sql
+from ...conf import QueueSettings
+from ...db import returning
+from ...models import Leader as LeaderRow
+from ...models import Worker
 from .steps import check, positive
 
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the module moved (docs/operations.md lists it).
+logger = logging.getLogger("django_sqlqueue.worker.leader")
 
 
 def default_holder() -> str:
