@@ -3,10 +3,15 @@ names of docs/api.md's "Where things live" table, every ``from django_sqlqueue..
 line of the docs' and README's code, and the class paths recorded in job rows' errors."""
 
 import importlib
+import logging
+import pkgutil
 import re
 from pathlib import Path
 
+import django
 import pytest
+
+import django_sqlqueue
 
 ROOT = Path(__file__).resolve().parents[2]
 API = (ROOT / "docs" / "api.md").read_text()
@@ -84,3 +89,35 @@ def test_the_error_types_recorded_in_rows_keep_their_paths(path):
     module, _, name = path.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     assert f"{cls.__module__}.{cls.__qualname__}" == path
+
+
+def documented_loggers():
+    """The logger names docs/operations.md's table of log lines and docs/schedules.md give."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    table = operations.split("| Line | Logger | Level |", 1)[1].split("\n\n", 1)[0]
+    names = set()
+    for line in table.splitlines()[2:]:
+        names.update(re.findall(r"`(django_sqlqueue[\w.]*)`", line.rsplit("|", 3)[-3]))
+    schedules = (ROOT / "docs" / "schedules.md").read_text()
+    names.update(re.findall(r"[Ll]ogger `(django_sqlqueue[\w.]*)`", schedules))
+    return sorted(names)
+
+
+def test_the_documented_loggers_keep_their_names():
+    """A module that moved keeps the logger name the docs give (logging configurations name
+    them), so each documented name is a logger some module of the package made."""
+    def import_all(path, prefix):
+        for module in pkgutil.iter_modules(path, prefix):
+            if module.name == "django_sqlqueue.admin" or (
+                    module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0)):
+                continue
+            imported = importlib.import_module(module.name)
+            if module.ispkg:
+                import_all(imported.__path__, module.name + ".")
+
+    import_all(django_sqlqueue.__path__, "django_sqlqueue.")
+    names = documented_loggers()
+    assert "django_sqlqueue.worker.maintenance" in names and len(names) > 8
+    made = {name for name, logger in logging.Logger.manager.loggerDict.items()
+            if isinstance(logger, logging.Logger)}
+    assert [name for name in names if name not in made] == []
