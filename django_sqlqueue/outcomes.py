@@ -21,7 +21,7 @@ from .conf import get_settings
 from .db import returning
 from .enqueue import validation
 from .exceptions import InvalidSchedule
-from .retry import retry_delay_seconds
+from .run.retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
 from .statuses import JobStatus
 

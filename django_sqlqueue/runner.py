@@ -21,12 +21,12 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from . import signals
-from .cancellation import cancellable, cancelled_error, stop_requested
 from .context import _current_job
 from .enqueue import validation
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .observability import tracing
 from .registry import get_task
+from .run.cancellation import cancellable, cancelled_error, stop_requested
 
 
 class OutcomeKind(str, enum.Enum):

@@ -18,8 +18,8 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ..cancellation import cancelled_error, request_stop
 from ..models import Job
+from ..run.cancellation import cancelled_error, request_stop
 from ..runner import Outcome, OutcomeKind
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import threading
 
-from .exceptions import JobCancelled
+from ..exceptions import JobCancelled
 
 _lock = threading.Lock()  # request_stop runs on the worker's watcher thread, hooks on the job's
 
