@@ -2,9 +2,9 @@
 and throughput over 1 h (a chart, minute by minute), 24 h and 7 d; it refreshes itself.
 
 Everything comes from ``snapshot.take()`` (six cheap queries at any table size: see
-snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view permission,
-every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part as HTML,
-which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
+observability/snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view
+permission, every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part
+as HTML, which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
 script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be

@@ -1,5 +1,5 @@
 """WorkerAdmin: the workers page is the Worker changelist, read-only. Alive, late and presumed
-dead are judged by liveness.py.
+dead are judged by observability/liveness.py.
 """
 
 from urllib.parse import urlencode

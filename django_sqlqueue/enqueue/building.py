@@ -131,7 +131,7 @@ def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:
 
 
 def build_job(model, fields: dict):
-    """``model(**fields)``, faster (see instances.py); ``fields``, a dict of the caller's own,
+    """``model(**fields)``, faster (see db/instances.py); ``fields``, a dict of the caller's own,
     becomes the instance's. Fields not given get their default, as with keywords."""
     constant, computed = _field_defaults(model)
     for name, value in constant.items():

@@ -2,10 +2,10 @@
 minute), 24 hours and 7 days.
 
 Read from two places that never overlap: ThroughputCount, the rollup of every job that finished
-before the rollup's cursor (worker/rollup.py, on the maintenance leader), and the job table for
-those that finished since (a few minutes' worth, found through the ``sqlqueue_job_finished``
-index). Three small queries whatever the size of the table. Read them in one snapshot
-(``snapshot.py`` does), or the cursor may move between them.
+before the rollup's cursor (worker/maintenance/rollup.py, on the maintenance leader), and the job
+table for those that finished since (a few minutes' worth, found through the
+``sqlqueue_job_finished`` index). Three small queries whatever the size of the table. Read them in
+one snapshot (``snapshot.py`` does), or the cursor may move between them.
 
 The windows are whole minutes and hours: "1 h" is the current minute and the 59 before it,
 "24 h" the current hour and the 23 before it, "7 d" the current hour and the 167 before it. Rows

@@ -2,7 +2,7 @@
 queues``), and what they see: each queue's state and what its waiting jobs wait for.
 
 Everything is stored in the Queue table, the one source every worker on every host reads
-(queue_limits.py enforces it in the claim). A pause stops new claims within one poll interval;
+(claim/limited.py enforces it in the claim). A pause stops new claims within one poll interval;
 running jobs finish, and enqueueing goes on.
 """
 

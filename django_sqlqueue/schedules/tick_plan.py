@@ -1,10 +1,10 @@
 """Which of a schedule's due ticks to enqueue and which to skip: the missed-tick policies.
 
-A schedule's cursor (``Schedule.next_run_at``) is its first tick not yet handled. At "now",
-the due ticks are the ticks from the cursor up to now. ``plan()`` decides their fate, and the
-scheduler then enqueues the chosen ones and moves the cursor past now, in one fenced write
-(scheduling.py): the decision is made once, by whichever process wins that write, however many
-try at the same moment.
+A schedule's cursor (``Schedule.next_run_at``) is its first tick not yet handled. At "now", the due
+ticks are the ticks from the cursor up to now. ``plan()`` decides their fate, and the scheduler then
+enqueues the chosen ones and moves the cursor past now, in one fenced write
+(schedules/operations.py): the decision is made once, by whichever process wins that write, however
+many try at the same moment.
 
 - No due tick is *late* (found more than ``grace`` seconds after its time): every due tick is
   enqueued, whatever the policy. A scheduler that runs a few seconds behind (a slow pass, a

@@ -3,8 +3,8 @@ in-process enqueue, or a freed slot; otherwise after the poll interval (+/-20% j
 many workers do not poll in lockstep). Polling always stays on: a notification is only a hint.
 
 After a NOTIFY the fetcher also looks once more, ``notify.follow_up_seconds()`` later: a process
-enqueueing fast sends only some of its notifications (notify.py), and the jobs it enqueued just
-after one it sent are found by this second look instead of the next poll.
+enqueueing fast sends only some of its notifications (enqueue/notify.py), and the jobs it enqueued
+just after one it sent are found by this second look instead of the next poll.
 
 Not every idle worker claims on a NOTIFY: PostgreSQL delivers it to every listener, and with N
 workers serving its queue each one claims with chance ``CLAIMERS_PER_NOTIFY / N`` (``Claimers``),
@@ -120,7 +120,7 @@ class Wakeup:
 
     def wait(self, timeout: float | None = None, *, at_most: float | None = None) -> bool:
         """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%),
-        never longer than ``at_most`` (a full claim due: worker/claim_bound.py). True if woken."""
+        never longer than ``at_most`` (a full claim due: claim/bounded.py). True if woken."""
         if timeout is None:
             timeout = self.next_poll()
             if self._follow_up_at is not None:

@@ -1,5 +1,5 @@
 """``manage.py queues``: list the queues (paused, limits, what their jobs wait for); pause,
-resume or limit one (queue_control.py does the work)."""
+resume or limit one (queues/control.py does the work)."""
 
 import json
 from dataclasses import asdict

@@ -7,7 +7,7 @@ A maintenance step of the leader. Each run counts the whole minutes from the cur
 index, adds the counts to their minute and hour rows and moves the cursor, in one short
 transaction whose first write is the cursor's fenced move: a former leader still finishing a
 run cannot add the same minutes twice. Jobs that finished after the cursor are counted from the
-job table by whoever reads (throughput.py), so the numbers are current to the second.
+job table by whoever reads (observability/throughput.py), so the numbers are current to the second.
 
 Why a delay: ``finished_at`` is the worker host's clock when the outcome was decided, and the
 outcome is written a little later (the batched outcome writer flushes within a second), while
