@@ -1,6 +1,27 @@
-"""Below the ORM: how statements reach each database.
+"""Below the ORM: one driver per database, and how statements reach it.
 
-``returning.py`` runs a statement that changes rows and returns columns on any database,
-``batches.py`` gives each batch of a big change its own short transaction, and ``instances.py``
-turns fetched rows into model instances cheaply.
+``ops(connection)`` is the driver of a connection's database (``base.py`` says what a driver
+answers; ``postgresql.py``, ``sqlite.py``, ``mariadb.py`` are the three), made once per
+connection and kept on it, as Django keeps ``connection.ops``. ``returning.py`` runs a statement
+that changes rows and returns columns on any database, ``batches.py`` gives each batch of a big
+change its own short transaction, and ``instances.py`` turns fetched rows into model instances
+cheaply.
 """
+
+from .base import DatabaseDriver, UnsupportedDriver
+from .mariadb import MariaDBDriver
+from .postgresql import PostgreSQLDriver
+from .sqlite import SQLiteDriver
+
+#: The driver of each of Django's database vendors (MariaDB is ``"mysql"``).
+DRIVERS = {"postgresql": PostgreSQLDriver, "sqlite": SQLiteDriver, "mysql": MariaDBDriver}
+
+
+def ops(connection) -> DatabaseDriver:
+    """The driver of ``connection``'s database (a Django connection, or its proxy)."""
+    try:
+        return connection.sqlqueue_ops
+    except AttributeError:
+        driver = DRIVERS.get(connection.vendor, UnsupportedDriver)(connection)
+        connection.sqlqueue_ops = driver
+        return driver

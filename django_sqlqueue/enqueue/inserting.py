@@ -25,7 +25,6 @@ import datetime as dt
 import functools
 import json
 import operator
-import re
 from contextlib import nullcontext
 from typing import NamedTuple
 
@@ -33,6 +32,8 @@ from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
 from .. import signals, sql
+from ..db import ops
+from ..db.base import NOT_PLAIN as _NOT_PLAIN
 from ..observability import metrics, tracing
 from . import notify
 
@@ -58,11 +59,12 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
 
 def _insert(jobs: list, alias: str, batch_size: int) -> None:
     connection = connections[alias]
-    if not _has_insert_statement(connection):
+    driver = ops(connection)
+    if not driver.inserts_from_document:
         _bulk_create(jobs, alias, batch_size)
     else:
-        channel = None  # NOTIFY is PostgreSQL's
-        if connection.vendor == "postgresql":
+        channel = None
+        if driver.supports_notify:
             queues = {job.queue for job in jobs}
             channel = notify.CHANNEL if notify.should_notify(connection, queues) else None
         batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
@@ -72,7 +74,7 @@ def _insert(jobs: list, alias: str, batch_size: int) -> None:
         with all_or_nothing:
             # In pipeline mode each batch's statement is sent without waiting for the one
             # before, so PostgreSQL inserts a batch while Python builds the next.
-            with connection.wrap_database_errors, _pipeline(connection, len(batches)):
+            with connection.wrap_database_errors, driver.pipeline(len(batches)):
                 sent = []
                 for batch in batches:
                     statement = insert_statement(connection, batch, notify_channel=channel)
@@ -93,28 +95,6 @@ def _insert(jobs: list, alias: str, batch_size: int) -> None:
     if metrics.recording():
         # Counted at commit: a rolled-back enqueue never happened.
         transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
-
-
-def _has_insert_statement(connection) -> bool:
-    """Whether insert_statement speaks this database: PostgreSQL, and MariaDB (``"mysql"``, as
-    everywhere in sql.py: the check refuses MySQL), with JSON_TABLE and INSERT ... RETURNING.
-    On MariaDB, Django's bulk_create spent 90% of a bulk enqueue's time in Python, compiling
-    every value of every job (10,000 jobs: 1.3 s, the server 0.16 s)."""
-    return connection.vendor in ("postgresql", "mysql")
-
-
-def _pipeline(connection, statements: int):
-    """psycopg's pipeline mode for more than one statement, where libpq supports it (one
-    statement, like every ``enqueue()``, gains nothing from it)."""
-    if statements < 2 or connection.vendor != "postgresql":
-        return nullcontext()
-    # Imported here: this module also serves SQLite-only installs, which have no psycopg.
-    import psycopg
-
-    if not psycopg.Pipeline.is_supported():
-        return nullcontext()
-    connection.ensure_connection()
-    return connection.connection.pipeline()
 
 
 def _set_pks(jobs, rows, alias):
@@ -161,6 +141,7 @@ def insert_statement(connection, jobs: list, *, notify_channel=None):
 def _one_job(connection, job):
     """``(layout, params)`` of one job: every column SHARED, but NULL ones left out."""
     layout, params = [], []
+    plain = ops(connection).sends_plain_values
     for column in _columns(type(job)):
         value = getattr(job, column.field.attname)
         if value is None and column.null_by_default:
@@ -168,7 +149,7 @@ def _one_job(connection, job):
         if isinstance(value, DatabaseDefault):
             return None
         layout.append((column.name, SHARED))
-        params.append(None if value is None else column.as_param(value, connection))
+        params.append(None if value is None else column.as_param(value, connection, plain))
     return tuple(layout), params
 
 
@@ -177,6 +158,8 @@ def _many_jobs(connection, jobs):
     SHARED (or left out, if NULL), the others are PER_JOB, in the JSON document, the last
     parameter."""
     layout, params = [], []
+    driver = ops(connection)
+    plain = driver.sends_plain_values
     values_by_column = zip(*map(_attrgetter(type(jobs[0])), jobs), strict=True)
     per_job = {}  # column name -> its values
     plain_texts = {}  # id(value) -> its plain form: a job's run_at is usually its enqueued_at
@@ -188,9 +171,10 @@ def _many_jobs(connection, jobs):
         if len(types) == 1 and _all_identical(values):
             if first is not None or not column.null_by_default:
                 layout.append((column.name, SHARED))
-                params.append(None if first is None else column.as_param(first, connection))
+                params.append(None if first is None else column.as_param(first, connection,
+                                                                         plain))
             continue
-        to_plain = column.to_plain_on(connection)
+        to_plain = driver.document_value(column)
         if to_plain is _NOT_PLAIN:
             return None
         layout.append((column.name, PER_JOB))
@@ -220,35 +204,13 @@ def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: boo
     ``(column, SHARED or PER_JOB)`` per column."""
     connection = connections[alias]
     columns_by_name = {c.name: c for c in _columns(model)}
-    type_of = _type_without_length if connection.vendor == "postgresql" else _document_type
+    type_of = ops(connection).document_type
     described = tuple(
         (name, source == SHARED, columns_by_name[name].is_json,
-         type_of(columns_by_name[name].field, connection))
+         type_of(columns_by_name[name].field))
         for name, source in layout
     )
     return sql.insert_jobs(model, connection, described, notify=notify, many=many)
-
-
-def _type_without_length(field, connection) -> str:
-    """The column's type without length or precision (``varchar``, not ``varchar(255)``): a
-    cast to ``varchar(255)`` would cut an over-long value, which must fail at the column."""
-    return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(connection))
-
-
-#: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
-#: enough that a value reaches the column whole (an over-long one must fail at the column, not be
-#: cut), and exact (a FloatField read as an integer would round). Other types (BooleanField,
-#: UUIDField) are not put in MariaDB's document: their jobs go through bulk_create.
-_MARIADB_DOCUMENT_TYPES = {
-    "JSONField": "JSON", "DateTimeField": "DATETIME(6)", "CharField": "LONGTEXT",
-    "TextField": "LONGTEXT", "FloatField": "DOUBLE", "IntegerField": "BIGINT",
-    "SmallIntegerField": "BIGINT", "BigIntegerField": "BIGINT", "PositiveIntegerField": "BIGINT",
-    "PositiveSmallIntegerField": "BIGINT", "PositiveBigIntegerField": "BIGINT UNSIGNED",
-}
-
-
-def _document_type(field, connection) -> str:
-    return _MARIADB_DOCUMENT_TYPES[field.get_internal_type()]
 
 
 def _all_identical(values: tuple) -> bool:
@@ -285,7 +247,6 @@ _PLAIN = {
     "DateTimeField": dt.datetime.isoformat,
     "UUIDField": str,
 }
-_NOT_PLAIN = object()
 
 
 class _Column(NamedTuple):
@@ -295,26 +256,14 @@ class _Column(NamedTuple):
     is_json: bool
     null_by_default: bool  # no database default: an INSERT that leaves it out writes NULL
 
-    def as_param(self, value, connection):
-        """``value`` as a statement parameter (JSON as its text)."""
+    def as_param(self, value, connection, plain: bool):
+        """``value`` as a statement parameter (JSON as its text); ``plain``: the driver's
+        ``sends_plain_values``."""
         if self.is_json:
             return _JSON.encode(value)
-        if self.to_plain is _NOT_PLAIN or connection.vendor != "postgresql":
+        if self.to_plain is _NOT_PLAIN or not plain:
             return self.field.get_db_prep_save(value, connection)
         return value if self.to_plain is None else self.to_plain(value)
-
-    def to_plain_on(self, connection):
-        """How a per-job value goes into the document on ``connection``'s database: as for
-        PostgreSQL (``to_plain``), or on MariaDB a time as the backend writes it (UTC, without
-        an offset: its DATETIME has none), and only the types of _MARIADB_DOCUMENT_TYPES."""
-        if connection.vendor == "postgresql":
-            return self.to_plain
-        kind = self.field.get_internal_type()
-        if kind not in _MARIADB_DOCUMENT_TYPES:
-            return _NOT_PLAIN
-        if kind == "DateTimeField":
-            return functools.partial(self.field.get_db_prep_save, connection=connection)
-        return self.to_plain
 
 
 @functools.cache

@@ -28,6 +28,7 @@ import weakref
 from django.db import transaction
 
 from ..conf import get_settings
+from ..db import ops
 
 CHANNEL = "django_sqlqueue"
 #: ``JobQuerySet.cancel`` notifies this channel when it asked running jobs to stop, so that
@@ -43,7 +44,7 @@ NOTIFY_BURST = 5
 
 def sends_notify(connection) -> bool:
     """Whether inserting jobs on ``connection`` may send NOTIFY (done by the INSERT itself)."""
-    return connection.vendor == "postgresql" and get_settings().NOTIFY
+    return ops(connection).supports_notify and get_settings().NOTIFY
 
 
 def follow_up_seconds() -> float | None:

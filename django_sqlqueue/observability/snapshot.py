@@ -19,7 +19,6 @@ repeatable-read transaction, so the throughput's rollup and the job table agree)
 """
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 
 from django.db import connections, transaction
@@ -27,6 +26,7 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .. import sql
+from ..db import ops
 from ..models import Job, Worker
 from ..statuses import FINISHED_STATUSES, READY_STATUSES, JobStatus
 from . import throughput
@@ -189,21 +189,13 @@ def _read(alias: str, now: dt.datetime) -> Snapshot:
 def _size(alias: str, waiting) -> tuple[float, float]:
     """PostgreSQL's estimates of (rows in the job table, rows ``waiting`` selects); (0, 0)
     elsewhere, or before the table was first analyzed."""
-    connection = connections[alias]
-    if connection.vendor != "postgresql":
+    driver = ops(connections[alias])
+    if not driver.estimates_rows:
         return 0, 0
-    with connection.cursor() as cursor:
-        cursor.execute(sql.TABLE_ROW_ESTIMATE, [connection.ops.quote_name(Job._meta.db_table)])
-        row = cursor.fetchone()
-        rows_in_table = max(row[0], 0) if row else 0
-        if rows_in_table <= EXACT_LIMIT:
-            return rows_in_table, 0
-        query_sql, params = waiting.values("pk").query.get_compiler(using=alias).as_sql()
-        cursor.execute(sql.explain_json(query_sql), params)
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return rows_in_table, plan[0]["Plan"]["Plan Rows"]
+    rows_in_table = driver.table_row_estimate(Job)
+    if rows_in_table <= EXACT_LIMIT:
+        return rows_in_table, 0
+    return rows_in_table, driver.query_row_estimate(waiting.values("pk"))
 
 
 def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:

@@ -33,6 +33,7 @@ from django.db import connections
 
 from .. import sql
 from ..conf import get_settings
+from ..db import ops
 from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
 from . import listening
 from .resilience import Backoff
@@ -78,7 +79,7 @@ class Wakeup:
         self.queues = set(queues) if queues else None
         self.poll_interval = poll_interval
         self.event = threading.Event()
-        self.use_notify = use_notify and connections[alias].vendor == "postgresql"
+        self.use_notify = use_notify and ops(connections[alias]).supports_notify
         self.no_listen_reason = None  # why NOTIFY is on but this worker polls
         self.listen_params = listening.listen_params(alias) if self.use_notify else None
         if self.use_notify and self.listen_params is None:
