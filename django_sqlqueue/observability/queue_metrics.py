@@ -15,8 +15,8 @@ import datetime as dt
 from django.db.models import Count, Min, Q
 
 from ..conf import get_settings
+from ..db.clock import database_now
 from ..models import Job, Worker
-from ..schedules.operations import database_now
 from ..statuses import JobStatus
 
 

@@ -19,6 +19,7 @@ from django.db.models import F
 
 from .. import sql
 from ..db import returning
+from ..db.clock import database_now
 from ..enqueue.building import build_job
 from ..models import Job, Schedule
 from ..statuses import JobStatus
@@ -34,17 +35,6 @@ DEFINITION_FIELDS = (
     "catch_up", "grace_seconds",
 )
 TIMING_FIELDS = ("cron", "every_seconds", "timezone")
-
-
-def database_now(alias: str) -> dt.datetime:
-    """The database's clock, as an aware datetime (UTC)."""
-    connection = connections[alias]
-    with connection.cursor() as cursor:
-        cursor.execute(sql.read_clock(connection), [])
-        value = cursor.fetchone()[0]
-    if isinstance(value, str):  # SQLite: 'YYYY-MM-DD HH:MM:SS[.ffffff]', in UTC
-        value = dt.datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 # ---- the sync from code -------------------------------------------------------------------------

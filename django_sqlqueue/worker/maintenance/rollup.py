@@ -30,8 +30,8 @@ from django.db.models.functions import TruncMinute
 
 from ... import sql
 from ...db.batches import short_transaction
+from ...db.clock import database_now
 from ...models import Job, ThroughputCount, ThroughputCursor
-from ...schedules.operations import database_now
 from ...statuses import FINISHED_STATUSES
 from .steps import check, positive
 
