@@ -6,7 +6,7 @@ the first candidate to ask once the term has run out, or at once by a registered
 holder has no worker row (a clean exit deletes it, so a restart hands the duty on without a
 wait). All on the database's clock. A lease row rather than PostgreSQL's session advisory lock
 because it works the same on SQLite, behind PgBouncer in transaction pooling mode (where a
-session lock stays with the server connection, not with the worker), and on MariaDB later; and
+session lock stays with the server connection, not with the worker), and on MariaDB; and
 because a leader that freezes, or whose connection hangs unnoticed, loses its term by the clock.
 
 Leading is an optimisation, not what keeps the data right: every step is fenced or idempotent,
