@@ -3,7 +3,7 @@ or by ``pg_terminate_backend`` of every worker connection (LISTEN connections in
 pgbouncer pass, PgBouncer restarts too; in the MariaDB pass, the server restarts (a clean
 shutdown, and a SIGKILL) and ``KILL CONNECTION`` ends every worker connection. Every job
 still ends succeeded, none is lost, no worker exits, and every job that ran twice did so because
-the queue recorded its earlier attempt as failed by the outage (see ledger.py)."""
+the queue recorded its earlier attempt as interrupted by the outage (see ledger.py)."""
 
 import random
 import time
