@@ -62,7 +62,10 @@ class SQLQueueTask(Task):
     proposal in django/new-features#142, ``.using()`` does not change these.
     """
 
-    max_attempts: int | None = None  # default: OPTIONS["MAX_ATTEMPTS"], then SQLQUEUE's
+    max_attempts: int | None = None  # default: OPTIONS["MAX_ATTEMPTS"], then 1
+    # Interruptions (its worker lost, its database gone) after which it is not run again;
+    # default: OPTIONS["MAX_INTERRUPTIONS"], then SQLQUEUE's (3).
+    max_interruptions: int | None = None
     backoff: Any = None  # callable(exception, task_result) -> seconds | None
     timeout: float | None = None  # seconds; a job over it fails with JobTimeout
 
@@ -82,13 +85,12 @@ class SQLQueueBackend(BaseTaskBackend):
 
     def validate_task(self, task):
         super().validate_task(task)
-        max_attempts = getattr(task, "max_attempts", None)
-        if max_attempts is not None and (
-            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-        ):
-            raise InvalidTask(
-                f"max_attempts must be an integer of at least 1, not {max_attempts!r}."
-            )
+        for option in ("max_attempts", "max_interruptions"):
+            value = getattr(task, option, None)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidTask(f"{option} must be an integer of at least 1, not {value!r}.")
         backoff = getattr(task, "backoff", None)
         if backoff is not None and not callable(backoff):
             raise InvalidTask(
@@ -106,7 +108,7 @@ class SQLQueueBackend(BaseTaskBackend):
         fields = job_fields(
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, run_at=task.run_after,
-            max_attempts=self.max_attempts(task),
+            max_attempts=self.max_attempts(task), max_interruptions=self.max_interruptions(task),
             timeout=getattr(task, "timeout", None),
         )
         fields["payload"]["backend"] = self.alias
@@ -129,7 +131,7 @@ class SQLQueueBackend(BaseTaskBackend):
         fields = job_fields(
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, max_attempts=self.max_attempts(task),
-            timeout=getattr(task, "timeout", None),
+            max_interruptions=self.max_interruptions(task), timeout=getattr(task, "timeout", None),
         )
         fields["payload"]["backend"] = self.alias
         return fields
@@ -139,6 +141,12 @@ class SQLQueueBackend(BaseTaskBackend):
         A task that raises ends FAILED, as with Django's own backends, unless retries were
         asked for."""
         return getattr(task, "max_attempts", None) or self.options.get("MAX_ATTEMPTS") or 1
+
+    def max_interruptions(self, task) -> int | None:
+        """The task's ``max_interruptions``, else ``OPTIONS["MAX_INTERRUPTIONS"]``, else None
+        (``SQLQUEUE["MAX_INTERRUPTIONS"]``)."""
+        return (getattr(task, "max_interruptions", None)
+                or self.options.get("MAX_INTERRUPTIONS"))
 
     def get_result(self, result_id):
         backend_checks.require_app(self)
@@ -181,10 +189,15 @@ class SQLQueueBackend(BaseTaskBackend):
             args=job.args,
             kwargs=job.kwargs,
             backend=self.alias,
+            # What the task raised. An interruption (its worker lost, its database gone) is no
+            # error of the task's, unless it was the one that ended the job.
             errors=[
                 TaskError(exception_class_path=entry.get("type", "builtins.Exception"),
-                          traceback=entry.get("traceback", ""))
-                for entry in errors
+                          traceback=entry.get("traceback", "")
+                          or (entry["message"] if entry.get("interrupted") else ""))
+                for number, entry in enumerate(errors, 1)
+                if not entry.get("interrupted")
+                or (number == len(errors) and job.status == JobStatus.EXHAUSTED)
             ],
             worker_ids=workers,
         )
@@ -284,6 +297,8 @@ class DjangoTaskAttempt(Attempt):
 
     def finished(self, outcome, will_retry):
         result = self.task_result
+        if outcome.kind == OutcomeKind.INTERRUPTED and will_retry:
+            return  # not finished: it runs again, as if this run had not happened
         if outcome.kind == OutcomeKind.SUCCEEDED:
             status = TaskResultStatus.SUCCESSFUL
             object.__setattr__(result, "_return_value", outcome.result)

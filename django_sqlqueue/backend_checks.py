@@ -10,7 +10,7 @@ from django.utils.module_loading import import_string
 from .checks import DATABASE_HINT, database_problem
 from .conf import QUEUE_NAME_RE
 
-OPTION_NAMES = {"DATABASE", "MAX_ATTEMPTS", "BACKOFF"}
+OPTION_NAMES = {"DATABASE", "MAX_ATTEMPTS", "MAX_INTERRUPTIONS", "BACKOFF"}
 APP_MISSING = "django_sqlqueue is not in INSTALLED_APPS, so there is no jobs table."
 APP_MISSING_HINT = 'Add "django_sqlqueue" to INSTALLED_APPS and run migrate.'
 
@@ -50,12 +50,13 @@ def check_backend(backend) -> list:
         if problem:
             error(f"database {backend.database!r} cannot hold the jobs: {problem}.",
                   DATABASE_HINT, "E104")
-    max_attempts = backend.options.get("MAX_ATTEMPTS")
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-    ):
-        error(f"OPTIONS['MAX_ATTEMPTS'] must be an integer of at least 1, not {max_attempts!r}.",
-              "1 means never retry.", "E105")
+    for option, hint in (("MAX_ATTEMPTS", "1 means never retry."),
+                         ("MAX_INTERRUPTIONS", "1: a task whose worker dies is not run again.")):
+        value = backend.options.get(option)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            error(f"OPTIONS[{option!r}] must be an integer of at least 1, not {value!r}.",
+                  hint, "E105")
     backoff = backend.options.get("BACKOFF")
     if backoff is not None:
         try:

@@ -40,6 +40,11 @@ class QueueSettings:
     DEFAULT_QUEUE: str = "default"
     # Attempts (the first run included) before a failing job is marked exhausted.
     MAX_ATTEMPTS: int = 5
+    # Interruptions (its worker died while running it, or its database went away under it)
+    # after which a job is not run again: it ends exhausted, saying so. An interruption is not
+    # an attempt: it never uses one of MAX_ATTEMPTS. The bound stops a job that kills its worker
+    # (a segfault, the OOM killer) from taking the fleet down forever (docs/reliability.md).
+    MAX_INTERRUPTIONS: int = 3
     # Retry delay after the failure of attempt n: BACKOFF_SECONDS * 2**(n-1), clamped to
     # [MIN_RETRY_DELAY_SECONDS, MAX_RETRY_DELAY_SECONDS], then spread by +/- RETRY_JITTER.
     BACKOFF_SECONDS: float = 5.0
@@ -113,6 +118,7 @@ class QueueSettings:
 _TYPES = {
     "DEFAULT_QUEUE": (str,),
     "MAX_ATTEMPTS": (int,),
+    "MAX_INTERRUPTIONS": (int,),
     "BACKOFF_SECONDS": (int, float),
     "MIN_RETRY_DELAY_SECONDS": (int, float),
     "MAX_RETRY_DELAY_SECONDS": (int, float),
@@ -206,6 +212,8 @@ def _check_ranges(conf: QueueSettings) -> None:
         )
     if conf.MAX_ATTEMPTS < 1:
         problems.append("MAX_ATTEMPTS must be at least 1")
+    if conf.MAX_INTERRUPTIONS < 1:
+        problems.append("MAX_INTERRUPTIONS must be at least 1")
     for key in ("BACKOFF_SECONDS", "MIN_RETRY_DELAY_SECONDS", "MAX_RETRY_DELAY_SECONDS",
                 "CANCEL_GRACE_SECONDS"):
         if getattr(conf, key) < 0:

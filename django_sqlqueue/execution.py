@@ -25,7 +25,9 @@ call_task = run
 @dataclass
 class RunResult:
     job: object
-    outcome: str  # succeeded, failed, exhausted, cancelled, rescheduled or lost (its lease)
+    # succeeded, failed, exhausted, cancelled, rescheduled, interrupted (its database went away:
+    # runs again) or lost (its lease)
+    outcome: str
     duration_seconds: float
 
 
@@ -46,9 +48,11 @@ def report(job, outcome: Outcome, applied: bool) -> RunResult:
         kind = "lost"
     elif outcome.kind == OutcomeKind.RESCHEDULED:
         kind = "rescheduled"
+    elif outcome.kind == OutcomeKind.INTERRUPTED and job.status == "queued":
+        kind = "interrupted"  # runs again, the attempt not counted
     else:
         kind = job.status
-    log = logger.warning if kind in ("failed", "exhausted", "lost") else logger.info
+    log = logger.warning if kind in ("failed", "exhausted", "lost", "interrupted") else logger.info
     error_type = type(outcome.error).__name__ if outcome.error is not None else None
     duration_ms = round(outcome.duration_seconds * 1000, 1)
     log(

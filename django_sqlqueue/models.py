@@ -41,6 +41,12 @@ class Job(models.Model):
     # Attempts counts every start of the job, and never goes down; max_attempts bounds it.
     attempts = models.PositiveIntegerField(db_default=0)
     max_attempts = models.PositiveIntegerField(db_default=_defaults.MAX_ATTEMPTS)
+    # Runs cut short by the infrastructure (its worker lost, its database gone): they go back to
+    # ready without using an attempt; at max_interruptions the job ends exhausted instead, so
+    # that a job that kills its workers is not run forever. A shutdown's release is recorded in
+    # errors but not counted: it says nothing about the job.
+    interruptions = models.PositiveIntegerField(db_default=0)
+    max_interruptions = models.PositiveIntegerField(db_default=_defaults.MAX_INTERRUPTIONS)
     retry_backoff_seconds = models.FloatField(db_default=_defaults.BACKOFF_SECONDS)
     retry_min_delay_seconds = models.FloatField(db_default=_defaults.MIN_RETRY_DELAY_SECONDS)
     retry_max_delay_seconds = models.FloatField(db_default=_defaults.MAX_RETRY_DELAY_SECONDS)
@@ -65,7 +71,8 @@ class Job(models.Model):
     cancelled_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 
     result = models.JSONField(null=True, blank=True)
-    # One entry per failed attempt: {"attempt", "at", "type", "message", "traceback", "worker"}.
+    # One entry per failed or interrupted attempt: {"attempt", "at", "type", "message",
+    # "traceback", "worker"}, and "interrupted": true for an interruption (outcomes.py).
     errors = models.JSONField(db_default=models.Value("[]"))
     # NULL, not "", means "no key": the partial unique index skips NULLs.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
@@ -156,6 +163,10 @@ class Job(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(max_attempts__gte=1), name="sqlqueue_job_max_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_interruptions__gte=1),
+                name="sqlqueue_job_max_interruptions_positive",
             ),
         ]
 

@@ -23,7 +23,7 @@ from .enqueue import validation
 from .exceptions import InvalidSchedule
 from .run.retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
-from .statuses import JobStatus
+from .statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
 
 
 class Transition(NamedTuple):  # a tuple: one is made per finished job, on the hot path
@@ -35,6 +35,7 @@ class Transition(NamedTuple):  # a tuple: one is made per finished job, on the h
     run_at: dt.datetime | None = None  # when it runs again
     finished_at: dt.datetime | None = None  # set for final statuses
     give_back: bool = False  # not counted as an attempt: max_attempts goes up by one
+    interrupted: bool = False  # counted as an interruption: interruptions goes up by one
 
 
 def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Transition:
@@ -52,6 +53,9 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
         return Transition(JobStatus.QUEUED, run_at=validation.run_at(outcome.run_at,
                                                                      outcome.delay, now),
                           give_back=True)
+    if kind == OutcomeKind.INTERRUPTED:
+        return interruption(job, outage_reason(job, outcome.error), now=now,
+                            error=outcome.error)
     errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
     if kind == OutcomeKind.CANCELLED:
         return Transition(JobStatus.CANCELLED, errors=errors, finished_at=now)
@@ -69,8 +73,40 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
 
 
 def released(now=None) -> Transition:
-    """Back to queued, due now, the attempt not counted (a worker shutting down)."""
+    """Back to queued, due now, the attempt not counted (a job its worker claimed but did not
+    start)."""
     return Transition(JobStatus.QUEUED, run_at=now or timezone.now(), give_back=True)
+
+
+def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transition:
+    """A run cut short by the infrastructure, not by the job: back to queued, due now, the
+    attempt given back, with an entry in its errors that says ``why``. ``counted``: it raises
+    ``interruptions``, and the one that reaches ``max_interruptions`` ends the job exhausted
+    instead (a job that keeps killing its workers is not run forever); a shutdown's release is
+    not counted, since it says nothing about the job. ``error``: the exception that cut it
+    (its type and traceback are recorded), else ``WorkerLost``'s place is taken by
+    ``WorkerStopped``."""
+    now = now or timezone.now()
+    count = job.interruptions + 1 if counted else job.interruptions
+    final = counted and count >= job.max_interruptions
+    if counted:
+        why += (f"; interruption {count} of {job.max_interruptions}"
+                + (INTERRUPTION_FINAL if final else INTERRUPTION_RUNS_AGAIN))
+    else:
+        why += INTERRUPTION_RUNS_AGAIN.replace(":", ";", 1)
+    entry = interruption_entry(job, why, error=error or WorkerStopped(why), now=now)
+    errors = [*(job.errors or []), entry]
+    if final:
+        return Transition(JobStatus.EXHAUSTED, errors=errors, finished_at=now, interrupted=True)
+    return Transition(JobStatus.QUEUED, errors=errors, run_at=now, give_back=True,
+                      interrupted=counted)
+
+
+def outage_reason(job, error) -> str:
+    """Why a run was interrupted by its database going away (an ``interruption``'s ``why``)."""
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return (f"the database went away while worker {job.claimed_by or '?'} ran attempt "
+            f"{job.attempts} ({type(error).__name__}: {first_line})")
 
 
 def write(changes: list, alias: str) -> set:
@@ -86,7 +122,7 @@ def write(changes: list, alias: str) -> set:
     model = type(changes[0][0])
     statement, params = sql.record_outcomes(model, connection, [
         (job.pk, job.claim_token, change.status.value, change.result, change.errors,
-         change.run_at, change.finished_at, change.give_back)
+         change.run_at, change.finished_at, change.give_back, change.interrupted)
         for job, change in changes
     ])
     written = dict(returning.fetch(connection, statement, params))  # id -> the status written
@@ -104,6 +140,8 @@ def write(changes: list, alias: str) -> set:
                 job.run_at = change.run_at
             if change.give_back:
                 job.max_attempts += 1
+            if change.interrupted:
+                job.interruptions += 1
     applied = set(written)
     _send_retried(changes, applied, model)
     return applied
@@ -154,6 +192,15 @@ def release(job, *, now=None) -> bool:
     return write_one(job, released(now))
 
 
+def interruption_entry(job, why: str, *, error, now) -> dict:
+    """The record of one interrupted attempt: an ``error_entry`` whose message is ``why``, marked
+    ``"interrupted": true`` (the rescue's SQL writes the same shape)."""
+    entry = error_entry(job, error, now=now)
+    limit = get_settings().MAX_TRACEBACK_CHARS
+    entry.update(message=why[:limit], interrupted=True)
+    return entry
+
+
 def error_entry(job, error, *, now, traceback_text=None) -> dict:
     """The record of one failed attempt, as kept in ``Job.errors``."""
     if isinstance(error, BaseException):
@@ -175,14 +222,21 @@ def error_entry(job, error, *, now, traceback_text=None) -> dict:
 
 
 class WorkerLost(Exception):  # noqa: N818 - recorded as the error type of a lost attempt
-    """The worker running this attempt stopped renewing its lease (killed, hung, machine gone)."""
+    """The worker running this attempt stopped renewing its lease (killed, hung, machine gone):
+    an interruption, not a failure of the job."""
+
+
+class WorkerStopped(Exception):  # noqa: N818 - recorded as the error type of a released run
+    """The worker running this attempt shut down before it finished, and gave the job back."""
 
 
 def rescue(job, *, now=None, reason="its lease expired") -> bool:
-    """running -> failed (due now) or exhausted: the attempt is lost with its worker.
+    """running -> queued (due now, the attempt given back), or exhausted at its
+    max_interruptions: the run was interrupted by the loss of its worker.
 
     ``JobQuerySet.rescue`` for this one job, which writes the ``WorkerLost`` entry ("worker ...
-    was lost while running attempt N (reason); the attempt counts as failed."). Fenced on the
+    was lost while running attempt N (reason); interruption 1 of 3: the job runs again, the
+    attempt not counted."). Fenced on the
     claim token and on the lease as read: a lease renewed by a heartbeat meanwhile is later, and
     wins the race. When applied, the job's changed fields are read back.
     """

@@ -408,11 +408,12 @@ class JobQuerySet(models.QuerySet):
         )
 
     def rescue(self, now=None, *, reason="its lease expired", limit=500) -> int:
-        """Fail the running jobs of this queryset as lost with their worker, up to ``limit``
-        (None: all), oldest lease first, in one UPDATE; returns how many.
+        """Give back the running jobs of this queryset as interrupted by the loss of their
+        worker, up to ``limit`` (None: all), oldest lease first, in one UPDATE; returns how many.
 
-        Each becomes ``failed``, due now, or ``exhausted`` on its last attempt, with a
-        ``WorkerLost`` entry in ``errors`` naming ``reason``. Fenced on the claim token and the
+        Each becomes ``queued``, due now, its attempt not counted, or ``exhausted`` at its
+        ``max_interruptions``, with a ``WorkerLost`` entry in ``errors`` naming ``reason``
+        (``sql.rescue_jobs``). Fenced on the claim token and the
         lease as read, so a job whose lease is renewed meanwhile is left alone; on PostgreSQL
         rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
         given. Takes every running job of the queryset, expired lease or not: narrow it first.
@@ -447,7 +448,7 @@ class JobQuerySet(models.QuerySet):
         def send():
             for job in jobs:
                 signals.send(signals.job_rescued, self.model, job=job, reason=reason,
-                             will_retry=job.status == JobStatus.FAILED)
+                             will_retry=job.status == JobStatus.QUEUED)
 
         transaction.on_commit(send, using=alias)
 

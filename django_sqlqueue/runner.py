@@ -3,7 +3,8 @@
 ``run(job)`` finds the job's adapter by its task name, calls the function, classifies what
 happened as an :class:`Outcome` (succeeded, failed, aborted, rescheduled), checks it (a bad
 ``Reschedule``, a result that is not JSON), and has the adapter send its API's signals, once per
-attempt. It touches no database: writing the outcome is the outcome writer's job
+attempt. It writes nothing to the database (after a database error it may check that the
+database still answers: outages.py); writing the outcome is the outcome writer's job
 (``outcomes.py`` says what each outcome writes, ``worker/outcome_writer.py`` writes them).
 
 An adapter is how one API's jobs are found and called. ``@job`` functions are built in
@@ -12,15 +13,15 @@ backend plugs its own in with :func:`register_adapter` when it is imported, so t
 never imports the backend.
 """
 
-import asyncio
 import enum
 import time
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
+from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from . import signals
+from . import outages, signals
 from .context import _current_job
 from .enqueue import validation
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
@@ -37,6 +38,9 @@ class OutcomeKind(str, enum.Enum):
     ABORTED = "aborted"  # can never succeed (Abort, a bad row, a result that is not JSON)
     RESCHEDULED = "rescheduled"  # raised Reschedule: runs again later, not counted as a failure
     CANCELLED = "cancelled"  # the job was cancelled while it ran: it never runs again
+    # Cut short by the infrastructure (its database went away under it): runs again without
+    # using an attempt, up to the job's max_interruptions (outcomes.interruption).
+    INTERRUPTED = "interrupted"
 
     def __str__(self):
         return self.value
@@ -175,9 +179,13 @@ def _run(job) -> Outcome:
                                       delay=signal.delay))
     except Abort as exc:
         return _over(attempt, Outcome(OutcomeKind.ABORTED, error=exc))
-    # sys.exit() in a job fails the job, not the worker; CancelledError (a BaseException) is
-    # how an async job's task stops when the job is cancelled.
-    except (Exception, SystemExit, asyncio.CancelledError) as exc:
+    # Whatever the job raised is its own failure, BaseExceptions included: sys.exit(),
+    # KeyboardInterrupt or GeneratorExit in a job fail the job, never the worker's thread;
+    # CancelledError is how an async job's task stops when the job is cancelled. Unless the
+    # database went away under it: then the run was interrupted, not failed (outages.py).
+    except BaseException as exc:  # noqa: BLE001 - see above
+        if outages.database_went_away(exc, job._state.db or DEFAULT_DB_ALIAS):
+            return _over(attempt, Outcome(OutcomeKind.INTERRUPTED, error=exc))
         return _failed(attempt, exc)
     finally:
         _current_job.reset(token)
@@ -214,6 +222,8 @@ def will_retry(job, outcome: Outcome) -> bool:
     """Whether the job runs again after this outcome (the outcome writer decides the same)."""
     if outcome.kind == OutcomeKind.RESCHEDULED:
         return True
+    if outcome.kind == OutcomeKind.INTERRUPTED:
+        return job.interruptions + 1 < job.max_interruptions
     return outcome.kind == OutcomeKind.FAILED and job.attempts < job.max_attempts
 
 

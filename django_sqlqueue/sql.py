@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import DateTimeField, Func
 
 from . import sql_mariadb
-from .statuses import READY_STATUSES, JobStatus
+from .statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, READY_STATUSES, JobStatus
 
 # ---- the database's clock ---------------------------------------------------------------------
 # Leases, heartbeats and claim times are read off the database's clock, never a host's: hosts'
@@ -288,9 +288,10 @@ def claim_jobs(picked_ids_sql: str, model, connection, assignments, returning):
 def record_outcomes(model, connection, rows):
     """Write the outcomes of many running jobs in one statement, each fenced; (sql, params).
 
-    ``rows`` are ``(id, claim_token, status, result, errors, run_at, finished_at, give_back)``
-    as Python values (outcomes.Transition): ``errors`` and ``run_at`` None leave the column as it
-    is; ``give_back`` raises max_attempts by one. Each row is written only while the job is still
+    ``rows`` are ``(id, claim_token, status, result, errors, run_at, finished_at, give_back,
+    interrupted)`` as Python values (outcomes.Transition): ``errors`` and ``run_at`` None leave
+    the column as it is; ``give_back`` raises max_attempts by one, ``interrupted``
+    interruptions. Each row is written only while the job is still
     running under that claim token, and RETURNING lists the ids written, so the caller knows which
     claims were still valid, with the status written. A job whose cancel was asked for
     (``cancel_requested_at`` set) is written ``cancelled`` whatever the outcome, finished now if
@@ -304,7 +305,7 @@ def record_outcomes(model, connection, rows):
     table = quote(model._meta.db_table)
     col = {name: quote(model._meta.get_field(name).column) for name in (
         "id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
-        "lease_expires_at", "max_attempts", "cancel_requested_at")}
+        "lease_expires_at", "max_attempts", "cancel_requested_at", "interruptions")}
     running = JobStatus.RUNNING.value
     succeeded = JobStatus.SUCCEEDED.value
     cancelled = JobStatus.CANCELLED.value
@@ -333,20 +334,21 @@ def record_outcomes(model, connection, rows):
             f"{col['finished_at']} = CASE WHEN job.{col['cancel_requested_at']} IS NULL "
             f"THEN v.finished_at ELSE COALESCE(v.finished_at, {now}) END, "
             f"{col['lease_expires_at']} = NULL, "
-            f"{col['max_attempts']} = job.{col['max_attempts']} + COALESCE(v.give_back, 0) "
+            f"{col['max_attempts']} = job.{col['max_attempts']} + COALESCE(v.give_back, 0), "
+            f"{col['interruptions']} = job.{col['interruptions']} + COALESCE(v.interrupted, 0) "
             "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
             "result jsonb, errors jsonb, run_at timestamptz, finished_at timestamptz, "
-            "give_back int) "
+            "give_back int, interrupted int) "
             f"WHERE job.{col['id']} = v.id AND job.{col['claim_token']} = v.token "
             f"AND job.{col['status']} = '{running}' RETURNING job.{col['id']}, job.{col['status']}"
         )
         return sql, [document]
-    # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column8.
+    # SQLite 3.35+: UPDATE ... FROM (VALUES ...), whose columns are column1..column9.
     fields = [model._meta.get_field(name) for name in (
         "id", "claim_token", "status", "result", "errors", "run_at", "finished_at")]
-    params = _values_params(connection, [*fields, None],
-                            [(*row[:7], int(row[7])) for row in rows])
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    params = _values_params(connection, [*fields, None, None],
+                            [(*row[:7], int(row[7]), int(row[8])) for row in rows])
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
     sql = (
         f"UPDATE {table} SET {col['status']} = "  # noqa: S608 - names only
         f"CASE WHEN {table}.{col['cancel_requested_at']} IS NULL THEN v.column3 "
@@ -357,7 +359,8 @@ def record_outcomes(model, connection, rows):
         f"{col['finished_at']} = CASE WHEN {table}.{col['cancel_requested_at']} IS NULL "
         f"THEN v.column7 ELSE COALESCE(v.column7, {now}) END, "
         f"{col['lease_expires_at']} = NULL, "
-        f"{col['max_attempts']} = {table}.{col['max_attempts']} + v.column8 "
+        f"{col['max_attempts']} = {table}.{col['max_attempts']} + v.column8, "
+        f"{col['interruptions']} = {table}.{col['interruptions']} + v.column9 "
         f"FROM (VALUES {values}) AS v "
         f"WHERE {table}.{col['id']} = v.column1 AND {table}.{col['claim_token']} = v.column2 "
         f"AND {table}.{col['status']} = '{running}' "
@@ -408,38 +411,40 @@ def elect_leader(model, worker_model, connection) -> str:
 
 
 def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) -> str:
-    """Fail, in one UPDATE, the running jobs that ``picked_sql`` selects as lost with their
-    worker; SQL text whose RETURNING gives (id, new status) of each job rescued.
+    """Give back, in one UPDATE, the running jobs that ``picked_sql`` selects as interrupted:
+    their worker was lost; SQL text whose RETURNING gives (id, new status) of each job rescued.
 
     ``picked_sql`` selects columns named ``id, claim_token, lease_expires_at`` (on PostgreSQL
     with ``FOR UPDATE SKIP LOCKED``). Parameters, in order: (without ``db_clock``: now,) those of
-    ``picked_sql``, the error type, the reason, the longest message kept. Each job becomes
-    ``failed`` and due now while attempts are left, else ``exhausted`` (``cancelled`` if its
-    cancel was asked for), with the entry
-    ``outcomes.error_entry`` would append: ``{"attempt", "at", "type", "message", "traceback":
-    "", "worker"}``. Fenced on the claim token and the lease as read, so a heartbeat that
-    renewed the lease meanwhile wins (on PostgreSQL the picked rows are locked, on SQLite the
-    statement runs under the write lock).
+    ``picked_sql``, the error type, the reason, the longest message kept. A lost worker is not
+    the job's failure: each job becomes ``queued`` and due now, its attempt given back (as
+    ``outcomes.interruption`` writes it) and ``interruptions`` raised by one; once that reaches
+    ``max_interruptions`` it becomes ``exhausted`` instead (``cancelled`` if its cancel was
+    asked for), so that a job that kills its workers is not run forever. Either way the entry
+    ``outcomes.interruption_entry`` would append: ``{"attempt", "at", "type", "message",
+    "traceback": "", "worker", "interrupted": true}``. Fenced on the claim token and the lease
+    as read, so a heartbeat that renewed the lease meanwhile wins (on PostgreSQL the picked rows
+    are locked, on SQLite the statement runs under the write lock).
     """
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     col = {name: quote(model._meta.get_field(name).column) for name in (
         "id", "status", "attempts", "max_attempts", "run_at", "finished_at", "lease_expires_at",
-        "claim_token", "claimed_by", "errors", "cancel_requested_at")}
-    running, failed, exhausted = (JobStatus.RUNNING.value, JobStatus.FAILED.value,
-                                  JobStatus.EXHAUSTED.value)
-    cancelled = JobStatus.CANCELLED.value
+        "claim_token", "claimed_by", "errors", "cancel_requested_at", "interruptions",
+        "max_interruptions")}
     if connection.vendor == "mysql":
         return sql_mariadb.rescue_jobs(table, col, picked_sql, db_clock=db_clock)
     message = (f"'worker ' || COALESCE(job.{col['claimed_by']}, '?') || ' was lost while "
-               f"running attempt ' || job.{col['attempts']} || ' (' || %s || '); the attempt "
-               "counts as failed.'")
+               f"running attempt ' || job.{col['attempts']} || ' (' || %s || '); interruption ' "
+               f"|| (job.{col['interruptions']} + 1) || ' of ' || job.{col['max_interruptions']} "
+               f"|| CASE WHEN {_runs_again('job.', col)} THEN '{INTERRUPTION_RUNS_AGAIN}' "
+               f"ELSE '{INTERRUPTION_FINAL}' END")
     if connection.vendor == "postgresql":
         now = now_sql(connection) if db_clock else "%s::timestamptz"
         at = "to_char(clock.now AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
         entry = (f"jsonb_build_object('attempt', job.{col['attempts']}, 'at', {at}, "
                  f"'type', %s::text, 'message', left({message}, %s), 'traceback', '', "
-                 f"'worker', COALESCE(job.{col['claimed_by']}, ''))")
+                 f"'worker', COALESCE(job.{col['claimed_by']}, ''), 'interrupted', true)")
         errors = f"COALESCE(job.{col['errors']}, '[]'::jsonb) || jsonb_build_array({entry})"
         same = "IS NOT DISTINCT FROM"
         returning = f"job.{col['id']}, job.{col['status']}"  # unqualified: also picked's
@@ -448,33 +453,41 @@ def rescue_jobs(model, connection, picked_sql: str, *, db_clock: bool = True) ->
         at = "replace(clock.now, ' ', 'T') || '+00:00'"
         entry = (f"json_object('attempt', job.{col['attempts']}, 'at', {at}, "
                  f"'type', %s, 'message', substr({message}, 1, %s), 'traceback', '', "
-                 f"'worker', COALESCE(job.{col['claimed_by']}, ''))")
+                 f"'worker', COALESCE(job.{col['claimed_by']}, ''), 'interrupted', json('true'))")
         errors = f"json_insert(COALESCE(job.{col['errors']}, '[]'), '$[#]', {entry})"
         same = "IS"
         returning = f"{col['id']}, {col['status']}"  # SQLite's RETURNING takes no table alias
     # A job whose cancel was asked for ends cancelled: it must not run again.
-    left_over = (f"job.{col['cancel_requested_at']} IS NULL "
-                 f"AND job.{col['attempts']} < job.{col['max_attempts']}")
-    given_up = (f"CASE WHEN job.{col['cancel_requested_at']} IS NULL THEN '{exhausted}' "
-                f"ELSE '{cancelled}' END")
+    again = f"job.{col['cancel_requested_at']} IS NULL AND {_runs_again('job.', col)}"
+    given_up = (f"CASE WHEN job.{col['cancel_requested_at']} IS NULL "
+                f"THEN '{JobStatus.EXHAUSTED.value}' ELSE '{JobStatus.CANCELLED.value}' END")
     # picked is a materialised CTE: as a subquery joined in FROM, PostgreSQL may run it more
     # than once, and with SKIP LOCKED each run picks other rows (a LIMIT of 2 rescued 4).
     return (
         f"WITH clock AS (SELECT {now} AS now), "  # noqa: S608 - names and status constants only
         f"picked AS MATERIALIZED ({picked_sql}) "
         f"UPDATE {table} AS job SET "
-        f"{col['status']} = CASE WHEN {left_over} THEN '{failed}' ELSE {given_up} END, "
-        f"{col['run_at']} = CASE WHEN {left_over} THEN clock.now "
-        f"ELSE job.{col['run_at']} END, "
-        f"{col['finished_at']} = CASE WHEN {left_over} THEN job.{col['finished_at']} "
+        f"{col['status']} = CASE WHEN {again} THEN '{JobStatus.QUEUED.value}' ELSE {given_up} END, "
+        f"{col['run_at']} = CASE WHEN {again} THEN clock.now ELSE job.{col['run_at']} END, "
+        f"{col['finished_at']} = CASE WHEN {again} THEN job.{col['finished_at']} "
         f"ELSE clock.now END, "
+        f"{col['max_attempts']} = job.{col['max_attempts']} "
+        f"+ CASE WHEN {again} THEN 1 ELSE 0 END, "
+        f"{col['interruptions']} = job.{col['interruptions']} + 1, "
         f"{col['lease_expires_at']} = NULL, {col['errors']} = {errors} "
         f"FROM clock, picked "
-        f"WHERE job.{col['id']} = picked.{col['id']} AND job.{col['status']} = '{running}' "
+        f"WHERE job.{col['id']} = picked.{col['id']} "
+        f"AND job.{col['status']} = '{JobStatus.RUNNING.value}' "
         f"AND job.{col['claim_token']} {same} picked.{col['claim_token']} "
         f"AND job.{col['lease_expires_at']} {same} picked.{col['lease_expires_at']} "
         f"RETURNING {returning}"
     )
+
+
+def _runs_again(prefix: str, col: dict) -> str:
+    """Whether an interrupted job runs again: its interruptions, this one included, are fewer
+    than its max_interruptions (every column read as before the UPDATE)."""
+    return f"{prefix}{col['interruptions']} + 1 < {prefix}{col['max_interruptions']}"
 
 
 def session_utc_offset(connection) -> str:
@@ -557,7 +570,7 @@ def _record_successes(table, col, connection, model, rows):
         document = json.dumps([
             {"id": pk, "token": str(token), "result": result,
              "finished_at": finished_at.isoformat()}
-            for pk, token, _, result, _, _, finished_at, _ in rows
+            for pk, token, _, result, _, _, finished_at, *_ in rows
         ])
         sql = (
             f"UPDATE {table} AS job SET {col['status']} = {status}, "  # noqa: S608
@@ -572,7 +585,7 @@ def _record_successes(table, col, connection, model, rows):
     fields = [model._meta.get_field(name) for name in ("id", "claim_token", "result",
                                                           "finished_at")]
     params = _values_params(connection, fields, [
-        (pk, token, result, finished_at) for pk, token, _, result, _, _, finished_at, _ in rows])
+        (pk, token, result, finished_at) for pk, token, _, result, _, _, finished_at, *_ in rows])
     values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
     status = (f"CASE WHEN {table}.{col['cancel_requested_at']} IS NULL THEN '{succeeded}' "
               f"ELSE '{cancelled}' END")
@@ -597,8 +610,8 @@ def _values_params(connection, fields, rows) -> list:
     ]
 
 
-def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back, *,
-                 time_text=dt.datetime.isoformat) -> dict:
+def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back,
+                 interrupted, *, time_text=dt.datetime.isoformat) -> dict:
     """One row of record_outcomes' document; keys left out are NULL (most outcomes are
     successes, which set few columns). ``time_text``: a time as the document writes it."""
     row = {"id": pk, "token": str(token), "status": status}
@@ -612,6 +625,8 @@ def _outcome_row(pk, token, status, result, errors, run_at, finished_at, give_ba
         row["finished_at"] = time_text(finished_at)
     if give_back:
         row["give_back"] = 1
+    if interrupted:
+        row["interrupted"] = 1
     return row
 
 

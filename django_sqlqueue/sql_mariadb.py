@@ -21,7 +21,13 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from .statuses import READY_STATUSES, UNFINISHED_STATUSES, JobStatus
+from .statuses import (
+    INTERRUPTION_FINAL,
+    INTERRUPTION_RUNS_AGAIN,
+    READY_STATUSES,
+    UNFINISHED_STATUSES,
+    JobStatus,
+)
 
 #: The generated columns of migration 0012, not fields of the model.
 READY_COLUMN = "is_ready"
@@ -153,7 +159,7 @@ OUTCOME_COLUMNS = (
     "id BIGINT PATH '$.id', token CHAR(36) PATH '$.token', status VARCHAR(16) PATH '$.status', "
     "result JSON PATH '$.result', errors JSON PATH '$.errors', "
     "run_at DATETIME(6) PATH '$.run_at', finished_at DATETIME(6) PATH '$.finished_at', "
-    "give_back INT PATH '$.give_back'"
+    "give_back INT PATH '$.give_back', interrupted INT PATH '$.interrupted'"
 )
 
 
@@ -176,6 +182,7 @@ def record_outcomes(table, col: dict) -> Stepped:
         f"ELSE COALESCE(v.finished_at, {now_sql()}) END",
         f"job.{col['lease_expires_at']} = NULL",
         f"job.{col['max_attempts']} = job.{col['max_attempts']} + COALESCE(v.give_back, 0)",
+        f"job.{col['interruptions']} = job.{col['interruptions']} + COALESCE(v.interrupted, 0)",
     ])
     return Stepped(
         lock=(f"SELECT job.{col['id']} FROM {table} AS job "  # noqa: S608 - names only
@@ -193,30 +200,32 @@ def record_outcomes(table, col: dict) -> Stepped:
 def rescue_jobs(table, col: dict, picked_sql: str, *, db_clock: bool) -> Stepped:
     """sql.rescue_jobs on MariaDB: lock the rows ``picked_sql`` picks (skipping locked ones;
     locked, their claim token and lease cannot change before the UPDATE, which is the fence),
-    UPDATE them as rescued, read back (id, status). Parameters as sql.rescue_jobs says."""
-    running, failed, exhausted = (JobStatus.RUNNING.value, JobStatus.FAILED.value,
-                                  JobStatus.EXHAUSTED.value)
-    cancelled = JobStatus.CANCELLED.value
+    UPDATE them as interrupted, read back (id, status). Parameters as sql.rescue_jobs says."""
     now = now_sql() if db_clock else "%s"
-    left_over = (f"{col['cancel_requested_at']} IS NULL "
-                 f"AND {col['attempts']} < {col['max_attempts']}")
-    given_up = (f"CASE WHEN {col['cancel_requested_at']} IS NULL THEN '{exhausted}' "
-                f"ELSE '{cancelled}' END")
+    runs_again = f"{col['interruptions']} + 1 < {col['max_interruptions']}"
+    again = f"{col['cancel_requested_at']} IS NULL AND {runs_again}"
+    given_up = (f"CASE WHEN {col['cancel_requested_at']} IS NULL "
+                f"THEN '{JobStatus.EXHAUSTED.value}' ELSE '{JobStatus.CANCELLED.value}' END")
     message = (f"LEFT(CONCAT('worker ', COALESCE({col['claimed_by']}, '?'), ' was lost while "
-               f"running attempt ', {col['attempts']}, ' (', %s, '); the attempt counts as "
-               "failed.'), %s)")
+               f"running attempt ', {col['attempts']}, ' (', %s, '); interruption ', "
+               f"{col['interruptions']} + 1, ' of ', {col['max_interruptions']}, "
+               f"CASE WHEN {runs_again} THEN '{INTERRUPTION_RUNS_AGAIN}' "
+               f"ELSE '{INTERRUPTION_FINAL}' END), %s)")
     at = f"DATE_FORMAT({now}, '%%Y-%%m-%%dT%%H:%%i:%%s.%%f+00:00')"
     entry = (f"JSON_OBJECT('attempt', {col['attempts']}, 'at', {at}, 'type', %s, "
              f"'message', {message}, 'traceback', '', "
-             f"'worker', COALESCE({col['claimed_by']}, ''))")
+             f"'worker', COALESCE({col['claimed_by']}, ''), "
+             "'interrupted', JSON_EXTRACT('true', '$'))")
     # Single-table UPDATE assigns left to right, each seeing the columns as already set: the
-    # status, which the others test, comes last.
+    # status and interruptions, which the others test, come last.
     sets = ", ".join([
         f"{col['errors']} = JSON_ARRAY_APPEND(COALESCE({col['errors']}, '[]'), '$', {entry})",
-        f"{col['run_at']} = CASE WHEN {left_over} THEN {now} ELSE {col['run_at']} END",
-        f"{col['finished_at']} = CASE WHEN {left_over} THEN {col['finished_at']} ELSE {now} END",
+        f"{col['run_at']} = CASE WHEN {again} THEN {now} ELSE {col['run_at']} END",
+        f"{col['finished_at']} = CASE WHEN {again} THEN {col['finished_at']} ELSE {now} END",
+        f"{col['max_attempts']} = {col['max_attempts']} + CASE WHEN {again} THEN 1 ELSE 0 END",
         f"{col['lease_expires_at']} = NULL",
-        f"{col['status']} = CASE WHEN {left_over} THEN '{failed}' ELSE {given_up} END",
+        f"{col['status']} = CASE WHEN {again} THEN '{JobStatus.QUEUED.value}' ELSE {given_up} END",
+        f"{col['interruptions']} = {col['interruptions']} + 1",
     ])
     where = _in(col["id"])
 
@@ -231,7 +240,7 @@ def rescue_jobs(table, col: dict, picked_sql: str, *, db_clock: bool) -> Stepped
     return Stepped(
         lock=picked_sql,
         update=lambda count: (f"{where(f'UPDATE {table} SET {sets}')(count)} "  # noqa: S608
-                              f"AND {col['status']} = '{running}'"),
+                              f"AND {col['status']} = '{JobStatus.RUNNING.value}'"),
         read=where(f"SELECT {col['id']}, {col['status']} FROM {table}"),  # noqa: S608
         split=split,
     )

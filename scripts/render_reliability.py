@@ -21,9 +21,9 @@ CAUSES = {
     "worker killed after the side effect, before recording success":
         "killed after the job's side effect, before its success was written",
     "OperationalError": "the job's own database write failed in the outage: attempt recorded "
-                        "failed, retried",
-    "InterfaceError": "the job's connection was closed in the outage: attempt recorded failed, "
-                      "retried",
+                        "interrupted, run again",
+    "InterfaceError": "the job's connection was closed in the outage: attempt recorded "
+                      "interrupted, run again",
     "WorkerLost": "its lease ran out during the outage: rescued, run again",
 }
 

@@ -131,7 +131,12 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_of_max(self, job):
-        return f"{job.attempts} of {job.max_attempts}"
+        # Interrupted runs are given back (max_attempts raised), so say how many there were.
+        text = f"{job.attempts} of {job.max_attempts}"
+        if job.interruptions:
+            text += (f" ({job.interruptions} interrupted, of at most "
+                     f"{job.max_interruptions})")
+        return text
 
     @admin.display(description="task", ordering="task_name")
     def task(self, job):

@@ -24,7 +24,8 @@ from . import validation
 #: ``@job`` and ``Task.using`` take the same names.
 ENQUEUE_OPTIONS = frozenset(
     {
-        "queue", "priority", "run_at", "delay", "max_attempts", "max_age", "unique_key",
+        "queue", "priority", "run_at", "delay", "max_attempts", "max_interruptions", "max_age",
+        "unique_key",
         "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
         "concurrency_key",
     }
@@ -58,6 +59,8 @@ def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = Non
         "queue": validation.queue_name(option("queue", conf.DEFAULT_QUEUE)),
         "priority": validation.priority(option("priority", 0)),
         "max_attempts": validation.max_attempts(option("max_attempts", conf.MAX_ATTEMPTS)),
+        "max_interruptions": validation.max_interruptions(
+            option("max_interruptions", conf.MAX_INTERRUPTIONS)),
         **validation.retry_policy(
             backoff=option("retry_backoff", conf.BACKOFF_SECONDS),
             min_delay=option("retry_min_delay", conf.MIN_RETRY_DELAY_SECONDS),
@@ -115,6 +118,7 @@ def new_job_fields(
         # prepared Job is complete and equal to its row before it is inserted.
         "status": JobStatus.QUEUED,
         "attempts": 0,
+        "interruptions": 0,
         "errors": [],
         # The fields that only a claim or an outcome sets have no default: None, filled in by
         # build_job (or Job.__init__).

@@ -61,16 +61,17 @@ def check_json(value, path: str) -> int:
     try:
         return _size_bound(value)
     except _NotJson as error:
-        raise InvalidPayload(path + error.where() + error.problem) from None
+        raise InvalidPayload(error.lead + path + error.where() + error.problem) from None
 
 
 class _NotJson(Exception):
     """A value that JSON cannot store. The keys of the containers it is in are added while the
     walk unwinds, so that a payload that is fine (nearly all) builds no path at all."""
 
-    def __init__(self, problem: str):
+    def __init__(self, problem: str, lead: str = ""):
         super().__init__(problem)
         self.problem = problem  # the message, after the path
+        self.lead = lead  # the message, before the path
         self.keys = []  # innermost first
 
     def where(self) -> str:
@@ -106,10 +107,13 @@ def _size_bound(value) -> int:
         hint = ": pass value.isoformat() and parse it in the job"
     elif hasattr(value, "pk"):
         hint = ": pass the object's pk and fetch it in the job"
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
     raise _NotJson(
-        f" is {value!r} ({type(value).__module__}.{type(value).__qualname__}), which is not "
-        f"JSON-serialisable{hint}. Job arguments must be JSON: str, int, float, bool, None, "
-        "lists and dicts with string keys."
+        f" is {value!r} ({kind}), which is not JSON-serialisable{hint}. Job arguments must be "
+        "JSON: str, int, float, bool, None, lists and dicts with string keys.",
+        # Django's own words for it (django.utils.json.normalize_json), which code written for
+        # any django.tasks backend may look for.
+        lead=f"Unsupported type: {kind}: ",
     )
 
 
@@ -186,6 +190,15 @@ def max_attempts(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidRetryPolicy(
             f"max_attempts must be an integer of at least 1 (1 means never retry), not {value!r}."
+        )
+    return value
+
+
+def max_interruptions(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRetryPolicy(
+            "max_interruptions must be an integer of at least 1 (1: a job whose worker dies "
+            f"while running it is not run again), not {value!r}."
         )
     return value
 

@@ -56,13 +56,14 @@ class _Metrics:
         self.started = counter("sqlqueue_jobs_started", "Attempts started.", by_task)
         self.finished = counter(
             "sqlqueue_jobs_finished", "Attempts finished, by outcome: succeeded, failed (runs "
-            "again), exhausted, rescheduled, lost (its lease was lost meanwhile).",
+            "again), exhausted, rescheduled, interrupted (its database went away: runs again, "
+            "the attempt not counted), lost (its lease was lost meanwhile).",
             (*by_task, "outcome"))
         self.retried = counter("sqlqueue_jobs_retried", "Failed attempts whose job runs again.",
                                by_task)
-        self.rescued = counter("sqlqueue_jobs_rescued", "Running jobs failed as lost with their "
-                               "worker (lease ran out, worker dead), by this process's "
-                               "maintenance.")
+        self.rescued = counter("sqlqueue_jobs_rescued", "Running jobs interrupted by the loss "
+                               "of their worker (lease ran out, worker dead) and given back, "
+                               "by this process's maintenance.")
         self.duration = histogram("sqlqueue_jobs_run_duration_seconds", "Run time of attempts.",
                                   by_task, buckets=DURATION_BUCKETS)
         self.pickup = histogram(

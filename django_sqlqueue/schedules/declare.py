@@ -33,7 +33,8 @@ from . import tick_plan, timetables
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,149}")
 #: The job fields a schedule row keeps in ``job_options`` (with ``max_age_seconds``).
 JOB_OPTION_FIELDS = (
-    "queue", "priority", "max_attempts", "retry_backoff_seconds", "retry_min_delay_seconds",
+    "queue", "priority", "max_attempts", "max_interruptions", "retry_backoff_seconds",
+    "retry_min_delay_seconds",
     "retry_max_delay_seconds", "retry_jitter", "timeout_seconds",
 )
 DEFAULT_GRACE_SECONDS = 60.0

@@ -27,7 +27,7 @@ from ..execution import report
 from ..observability import metrics
 from .log_format import fields
 from .outcome_writer import OutcomeWriter
-from .resilience import tidy_connections
+from .resilience import DatabaseGate, tidy_connections
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -82,6 +82,9 @@ class Pool:
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._held: dict = {}  # claim_of(job): HeldJob
         self._lock = threading.Lock()
+        # Shut while the database is unreachable: the threads start no held job meanwhile.
+        self.gate = DatabaseGate(alias)
+        self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
             for n in range(size)
@@ -146,6 +149,8 @@ class Pool:
         """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
         (the caller releases them); a thread that later takes one from the inbox skips it, even
         if the row is held again by a new claim by then."""
+        if not self.gate.is_open():
+            return []  # they wait for the database, not for a thread: keep them
         cutoff = time.monotonic() - longer_than
         with self._lock:
             stale = [key for key, entry in self._held.items()
@@ -200,6 +205,7 @@ class Pool:
     def stop(self, *, wait: float | None = None):
         """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
         to wait for them."""
+        self._stopped.set()
         for _ in self._threads:
             self._inbox.put(None)
         if wait is not None:
@@ -209,13 +215,14 @@ class Pool:
     # ---- the job threads -------------------------------------------------------------------
     def _work(self):
         while True:
+            self.gate.wait(self._stopped.is_set)  # no job starts while the database is gone
             job = self._inbox.get()
             if job is None:
                 connections.close_all()  # this thread's own connections
                 return
             try:
                 self._run(job)
-            except Exception:  # never lose a thread; the lease brings the job back
+            except BaseException:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
                 with self._lock:
                     entry = self._held.get(claim_of(job))
@@ -237,6 +244,8 @@ class Pool:
             outcome = runner.run(job)
         finally:
             metrics.job_ran(job)
+        if outcome.kind == runner.OutcomeKind.INTERRUPTED:
+            self.gate.close(f"job {job.pk}'s run was interrupted")
         self._record_duration(outcome.duration_seconds)
         with self._lock:
             self.jobs_done += 1

@@ -16,7 +16,7 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__
+from .. import __version__, outages, outcomes
 from ..claim.bounded import ClaimBound
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
@@ -145,6 +145,8 @@ class WorkerProcess:
                 backoff.reset()
             except TRANSIENT as exc:
                 drop_connection(self.alias)
+                if not outages.reachable(self.alias):
+                    self.pool.gate.close("a claim failed")
                 delay = backoff.next_delay()
                 logger.warning("database unavailable while claiming (%s); retrying in %.1fs",
                                str(exc).strip().splitlines()[0] if str(exc).strip() else exc,
@@ -312,7 +314,7 @@ class WorkerProcess:
             time.sleep(0.05)
         for entry in self.pool.busy():
             if not entry.ran:  # still running; a finished job's outcome is the writer's
-                self._release(entry.job)
+                self._release(entry.job, running=entry.started_at is not None)
         self.writer.stop()  # write the outcomes still waiting for their batch
         metrics.worker_stopped()
         self.finished.set()
@@ -328,9 +330,18 @@ class WorkerProcess:
         self._say(f"stopped after {self.outcomes.summary()}", "worker.stopped",
                   worker=self.worker_id, **self.outcomes.counts())
 
-    def _release(self, job):
+    def _release(self, job, *, running=False):
+        """Give back a held job: one not started yet, or one still ``running`` at shutdown
+        (an interruption, recorded in its errors but not counted towards its
+        max_interruptions: a deploy says nothing about the job)."""
+        if running:
+            why = f"worker {self.worker_id} shut down while running attempt {job.attempts}"
+            give_back = lambda: outcomes.write_one(  # noqa: E731
+                job, outcomes.interruption(job, why, counted=False))
+        else:
+            give_back = job.release
         try:
-            released = call_with_retry(job.release, alias=self.alias, what="releasing a job",
+            released = call_with_retry(give_back, alias=self.alias, what="releasing a job",
                                        deadline=time.monotonic() + 5)
         except TRANSIENT:
             released = False
@@ -470,12 +481,13 @@ class OutcomeTally:
             self._counts[result.outcome] += 1
 
     #: Every outcome the stop line counts (execution.RunResult.outcome), in its order.
-    KINDS = ("succeeded", "exhausted", "cancelled", "failed", "rescheduled", "lost")
+    KINDS = ("succeeded", "exhausted", "cancelled", "failed", "rescheduled", "interrupted",
+             "lost")
 
     def counts(self) -> dict:
         """``{"attempts": n, "succeeded": n, "exhausted": n, "cancelled": n, "failed": n,
-        "rescheduled": n, "lost": n}``: every key, zero or not (the keys of the structured stop
-        line)."""
+        "rescheduled": n, "interrupted": n, "lost": n}``: every key, zero or not (the keys of the
+        structured stop line)."""
         with self._lock:
             counts = dict(self._counts)
         return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in self.KINDS}}
@@ -492,6 +504,7 @@ class OutcomeTally:
             parts.append(f"{sum(finished.values())} job(s) finished ({detail})")
         for kind, words in (("failed", "failed attempt(s) to retry"),
                             ("rescheduled", "rescheduled"),
+                            ("interrupted", "interrupted by the database (run again)"),
                             ("lost", "outcome(s) lost with the lease")):
             if counts[kind]:
                 parts.append(f"{counts[kind]} {words}")

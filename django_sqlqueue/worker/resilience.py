@@ -5,9 +5,12 @@ the next query reconnects, waits with exponential backoff, and tries again.
 """
 
 import logging
+import threading
 import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+from .. import outages
 
 logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError)
@@ -79,3 +82,50 @@ def call_with_retry(fn, *, alias: str, what: str, deadline: float | None = None,
                 delay,
             )
             time.sleep(delay)
+
+
+class DatabaseGate:
+    """Held jobs start only while the jobs database answers.
+
+    Closed when a job's run was interrupted by its database going away (or a claim found it
+    unreachable): starting the jobs this worker holds would only have each of them fail at its
+    first query. While closed, job threads take no job; one of them checks the database with
+    backoff and opens the gate once it answers. The held jobs stay held meanwhile: their leases
+    are renewed once the database is back, or, after a longer outage, the rescuer gives them
+    back as interrupted.
+    """
+
+    def __init__(self, alias: str, *, reachable=outages.reachable):
+        self.alias = alias
+        self.reachable = reachable  # reachable(alias) -> bool, on the checking thread
+        self._open = threading.Event()
+        self._open.set()
+        self._checking = threading.Lock()
+
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def close(self, why: str) -> None:
+        if self._open.is_set():
+            self._open.clear()
+            logger.warning("database unreachable (%s): starting no held job until it answers",
+                           why)
+
+    def wait(self, stopped) -> bool:
+        """Block until the gate is open (True) or ``stopped()`` (False)."""
+        backoff = Backoff(initial=0.1, maximum=5.0)
+        while not self._open.is_set():
+            if stopped():
+                return False
+            if not self._checking.acquire(blocking=False):
+                self._open.wait(0.1)  # another thread checks
+                continue
+            try:
+                if self.reachable(self.alias):
+                    self._open.set()
+                    logger.warning("database reachable again: starting held jobs")
+                    return True
+            finally:
+                self._checking.release()
+            self._open.wait(backoff.next_delay())
+        return True

@@ -72,7 +72,22 @@ def test_a_registered_worker_shows_its_heartbeat(admin_client, exhausted_job):
 
 def test_a_job_without_errors_or_worker(admin_client):
     html = admin_client.get(change_url(JobFactory())).content.decode()
-    assert "No failed attempts." in html and "never claimed" in html
+    assert "No failed or interrupted attempts." in html and "never claimed" in html
+
+
+def test_an_interruption_is_shown_apart_from_failures(admin_client):
+    job = JobFactory(failed=True, attempts=2, max_attempts=2, interruptions=1, errors=[
+        {"attempt": 1, "at": "2026-01-01T00:00:00+00:00", "worker": "w:1:a",
+         "type": "django_sqlqueue.outcomes.WorkerLost", "traceback": "", "interrupted": True,
+         "message": "worker w:1:a was lost while running attempt 1 (its lease expired); "
+                    "interruption 1 of 3: the job runs again, the attempt not counted."},
+        {"attempt": 2, "at": "2026-01-01T00:01:00+00:00", "worker": "w:2:b",
+         "type": "builtins.ValueError", "message": "bad value", "traceback": ""},
+    ])
+    html = admin_client.get(change_url(job)).content.decode()
+    assert "2 of 2 (1 interrupted, of at most 3)" in html
+    assert html.count('class="sq-interrupted"') == 1  # the lost worker's entry, not the failure
+    assert html.index("interruption 1 of 3") > html.index("bad value")  # newest first
 
 
 def test_malformed_error_entries_do_not_break_the_page(admin_client):

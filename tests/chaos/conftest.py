@@ -122,6 +122,18 @@ class Fleet:
 
 
 # ---- figures ---------------------------------------------------------------------------------
+@pytest.fixture(params=[25, 1], ids=["retries", "one-attempt"])
+def max_attempts(request):
+    """Each scenario twice: with retries, and at the django.tasks backend's defaults (one
+    attempt), where the chaos may interrupt runs but never fail a job (docs/reliability.md)."""
+    return request.param
+
+
+def with_attempts(settings: dict, max_attempts: int) -> dict:
+    """The settings of a run with ``max_attempts``."""
+    return {**settings, "MAX_ATTEMPTS": max_attempts}
+
+
 @pytest.fixture
 def reliability(request):
     """``reliability("kills", jobs=..., lost=...)``: keep and print one scenario's figures."""

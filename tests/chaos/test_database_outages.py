@@ -3,7 +3,7 @@ or by ``pg_terminate_backend`` of every worker connection (LISTEN connections in
 pgbouncer pass, PgBouncer restarts too; in the MariaDB pass, the server restarts (a clean
 shutdown, and a SIGKILL) and ``KILL CONNECTION`` ends every worker connection. Every job
 still ends succeeded, none is lost, no worker exits, and every job that ran twice did so because
-the queue recorded its earlier attempt as failed by the outage (see ledger.py)."""
+the queue recorded its earlier attempt as interrupted by the outage (see ledger.py)."""
 
 import random
 import time
@@ -13,7 +13,7 @@ from django.db import OperationalError, connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
@@ -45,10 +45,11 @@ def _finish(fleet, jobs, started):
     return seconds
 
 
-def _restarts_under_load(start_worker, restart, reliability, scenario):
+def _restarts_under_load(start_worker, restart, reliability, scenario, max_attempts):
+    settings = with_attempts(SETTINGS, max_attempts)
     jobs = _enqueue(JOBS)
     started = time.monotonic()
-    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=settings)
     restarts = sized(2, 10)
     for n in range(restarts):
         # Spread over the run: after 25% and 60% of the jobs in CI.
@@ -61,7 +62,8 @@ def _restarts_under_load(start_worker, restart, reliability, scenario):
     codes = fleet.stop()
 
     result = tally()
-    reliability(scenario, workers=len(CONCURRENCIES), restarts=restarts,
+    reliability(scenario, max_attempts=max_attempts, workers=len(CONCURRENCIES),
+                restarts=restarts,
                 worker_exits=0, **result.figures(), seconds=seconds)
     result.assert_clean()
     assert codes == [0] * len(codes), fleet.output()[-5000:]
@@ -70,33 +72,33 @@ def _restarts_under_load(start_worker, restart, reliability, scenario):
 
 @pytest.mark.postgresql
 def test_postgresql_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
-                                                            reliability):
+                                                            reliability, max_attempts):
     if pg_cluster is None:
         pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
     _restarts_under_load(start_worker, lambda: pg_cluster.restart(mode="fast"), reliability,
-                         "restarts")
+                         "restarts", max_attempts)
 
 
 @pytest.mark.postgresql
 def test_pgbouncer_restarts_lose_no_job_and_stop_no_worker(start_worker, pg_cluster,
-                                                           reliability):
+                                                           reliability, max_attempts):
     """The pgbouncer pass: the pooler, not PostgreSQL, goes away under the fleet (SIGTERM drops
     every client and server connection at once) and comes back on the same port."""
     if pg_cluster is None or pg_cluster.pgbouncer is None:
         pytest.skip("runs in the pgbouncer pass (SQLQUEUE_TEST_DATABASE=pgbouncer)")
     _restarts_under_load(start_worker, pg_cluster.pgbouncer.restart, reliability,
-                         "pgbouncer restarts")
+                         "pgbouncer restarts", max_attempts)
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_mariadb_restarts_lose_no_job_and_stop_no_worker(start_worker, mariadb_server,
-                                                         reliability, mode):
+                                                         reliability, mode, max_attempts):
     """The MariaDB pass: a clean shutdown (SIGTERM), or a crash (SIGKILL; InnoDB recovers
     at start), under the fleet, and the server back on the same port."""
     if mariadb_server is None:
         pytest.skip("runs in the MariaDB pass (SQLQUEUE_TEST_DATABASE=mariadb)")
     _restarts_under_load(start_worker, lambda: mariadb_server.restart(mode=mode), reliability,
-                         f"mariadb restarts ({mode})")
+                         f"mariadb restarts ({mode})", max_attempts)
 
 
 def _terminate_worker_connections() -> int:
@@ -120,13 +122,15 @@ def _terminate_worker_connections() -> int:
         return cursor.fetchone()[0]
 
 
-def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, reliability):
+def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, reliability,
+                                                               max_attempts):
     if connection.vendor == "sqlite":
         pytest.skip("SQLite has no server connections to end")
     rng = random.Random(run_seed := seed())
     jobs = _enqueue(JOBS)
     started = time.monotonic()
-    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    settings = with_attempts(SETTINGS, max_attempts)
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=settings)
     fleet.wait_for(lambda: _succeeded() >= len(jobs) // 10, what="the fleet to start")
     rounds = terminated = 0
     while rounds < sized(15, 500) and _succeeded() < len(jobs):
@@ -140,7 +144,8 @@ def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, rel
     codes = fleet.stop()
 
     result = tally()
-    reliability("terminations", seed=run_seed, workers=len(CONCURRENCIES), rounds=rounds,
+    reliability("terminations", max_attempts=max_attempts, seed=run_seed,
+                workers=len(CONCURRENCIES), rounds=rounds,
                 terminated_connections=terminated, worker_exits=0, **result.figures(),
                 seconds=seconds)
     result.assert_clean()

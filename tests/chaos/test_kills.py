@@ -9,7 +9,7 @@ import pytest
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
@@ -31,13 +31,14 @@ def _succeeded():
     return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
 
 
-def test_random_sigkills_lose_no_job(start_worker, reliability):
+def test_random_sigkills_lose_no_job(start_worker, reliability, max_attempts):
     rng = random.Random(run_seed := seed())
     jobs = Job.objects.bulk_enqueue(
         work.prepare(key=str(n), max_sleep_ms=10) for n in range(JOBS)
     )
     started = time.monotonic()
-    fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
+    settings = with_attempts(SETTINGS, max_attempts)
+    fleet = Fleet(start_worker, CONCURRENCIES, settings=settings)
     # A kill every 1-2 s until the queue is empty (soak mode: at least 10 minutes of kills).
     min_seconds = sized(0, 600)
     # ...and only once the fleet got 1% of the jobs done since the last kill: on busy cores a
@@ -61,7 +62,7 @@ def test_random_sigkills_lose_no_job(start_worker, reliability):
 
     result = tally(killed=fleet.killed)
     reliability(
-        "kills", seed=run_seed, workers=len(CONCURRENCIES),
+        "kills", max_attempts=max_attempts, seed=run_seed, workers=len(CONCURRENCIES),
         concurrency="/".join(map(str, CONCURRENCIES)), kills=len(fleet.killed),
         restarts=len(fleet.killed), worker_exits=0, **result.figures(), seconds=seconds,
     )

@@ -65,7 +65,7 @@ def test_a_pass_expires_rescues_and_prunes():
     assert result.counts() == {"expired": 1, "reaped": 0, "rescued": 1, "pruned": 2}
     assert Job.objects.get(pk=stale_job.pk).status == JobStatus.EXPIRED
     rescued = Job.objects.get(pk=lost.pk)
-    assert rescued.status == JobStatus.FAILED and rescued.errors[0]["type"].endswith("WorkerLost")
+    assert rescued.status == JobStatus.QUEUED and rescued.errors[0]["type"].endswith("WorkerLost")
     remaining = set(Job.objects.values_list("pk", flat=True))
     assert {old_success.pk, old_failure.pk}.isdisjoint(remaining)
     assert {new_success.pk, kept_failure.pk} <= remaining
@@ -91,7 +91,7 @@ def test_dead_workers_are_reaped_and_their_jobs_rescued_at_once():
 
     assert result.reaped == 2 and result.rescued == 1
     assert set(Worker.objects.values_list("name", flat=True)) == {"alive"}
-    assert Job.objects.get(pk=first.pk).status == JobStatus.FAILED  # its lease had 299 s left
+    assert Job.objects.get(pk=first.pk).status == JobStatus.QUEUED  # its lease had 299 s left
     assert "is dead: its process" in Job.objects.get(pk=first.pk).errors[0]["message"]
     assert Job.objects.get(pk=second.pk).status == JobStatus.RUNNING
 
@@ -110,7 +110,7 @@ def test_a_pid_from_another_process_table_is_never_taken_as_death(table):
     assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
     # Its heartbeat alone decides: silent for more than two leases, it is dead.
     assert maintenance().run_once(now=T0 + dt.timedelta(seconds=61)).reaped == 1
-    assert Job.objects.get(pk=job.pk).status == JobStatus.FAILED
+    assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED
 
 
 def test_only_the_leader_runs_the_cluster_wide_steps_but_every_worker_reaps_its_own_table():
@@ -160,7 +160,7 @@ def test_a_failing_step_is_logged_and_the_others_still_run(monkeypatch, caplog):
     monkeypatch.setattr(cleaner.expirer, "run_once", broken)
     result = cleaner.run_once(now=T0 + dt.timedelta(minutes=5))
     assert result.failed_steps == ("expire",) and result.rescued == 1
-    assert Job.objects.get(pk=lost.pk).status == JobStatus.FAILED
+    assert Job.objects.get(pk=lost.pk).status == JobStatus.QUEUED
     assert "maintenance step=expire failed (canceling statement" in caplog.text
 
 

@@ -104,9 +104,9 @@ def test_expire_without_now_uses_the_database_clock():
 
 
 # ---- rescuer -----------------------------------------------------------------------------
-def test_the_rescuer_fails_every_lost_job_in_batches_with_the_error_entry_of_a_lost_attempt():
-    jobs = claimed(5, max_attempts=2)
-    last_try = claimed(1, max_attempts=1)[0]
+def test_the_rescuer_gives_back_every_lost_job_in_batches_with_an_interruption_entry():
+    jobs = claimed(5, max_attempts=1)  # their one attempt is given back: a loss is no failure
+    last_interruption = claimed(1, max_interruptions=1)[0]
     renewed = claimed(1)[0]
     Job.objects.extend_leases(renewed.claimed_by, [renewed.pk], lease=3600, now=T0)
     Job.objects.filter(pk=jobs[0].pk).update(errors=[{"attempt": 0, "type": "earlier"}])
@@ -116,19 +116,23 @@ def test_the_rescuer_fails_every_lost_job_in_batches_with_the_error_entry_of_a_l
 
     assert (result.rescued, result.batches) == (6, 4)
     for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
-        assert (job.status, job.run_at, job.lease_expires_at) == (JobStatus.FAILED, now, None)
+        assert (job.status, job.run_at, job.lease_expires_at) == (JobStatus.QUEUED, now, None)
         assert job.finished_at is None
+        assert (job.attempts, job.max_attempts, job.interruptions) == (1, 2, 1)
         entry = job.errors[-1]
         assert entry == {
             "attempt": 1, "at": entry["at"], "type": "django_sqlqueue.outcomes.WorkerLost",
             "message": "worker w:1:x was lost while running attempt 1 (its lease expired); "
-                       "the attempt counts as failed.",
-            "traceback": "", "worker": "w:1:x",
+                       "interruption 1 of 3: the job runs again, the attempt not counted.",
+            "traceback": "", "worker": "w:1:x", "interrupted": True,
         }
         assert dt.datetime.fromisoformat(entry["at"]) == now
     assert Job.objects.get(pk=jobs[0].pk).errors[0] == {"attempt": 0, "type": "earlier"}
-    exhausted = Job.objects.get(pk=last_try.pk)
+    exhausted = Job.objects.get(pk=last_interruption.pk)
     assert (exhausted.status, exhausted.finished_at) == (JobStatus.EXHAUSTED, now)
+    assert exhausted.interruptions == 1 and exhausted.errors[-1]["message"].endswith(
+        "interruption 1 of 1: not run again (max_interruptions), as the job may be what stops "
+        "its workers.")
     assert Job.objects.get(pk=renewed.pk).status == JobStatus.RUNNING  # its lease was renewed
 
 
@@ -148,7 +152,7 @@ def test_rescue_without_now_uses_the_database_clock():
         time.sleep(0.1)
     assert Job.objects.lease_expired().rescue() == 1
     job.refresh_from_db()
-    assert job.status == JobStatus.FAILED and job.run_at > job.claimed_at
+    assert job.status == JobStatus.QUEUED and job.run_at > job.claimed_at
     assert dt.datetime.fromisoformat(job.errors[0]["at"]) - job.run_at < dt.timedelta(
         milliseconds=1)
 
@@ -157,8 +161,8 @@ def test_rescue_takes_any_running_job_of_the_queryset_and_a_reason():
     (job,) = claimed(1, lease=3600)
     assert Job.objects.filter(claimed_by="w:1:x").rescue(reason="host retired", now=T0) == 1
     message = Job.objects.get(pk=job.pk).errors[0]["message"]
-    assert message == ("worker w:1:x was lost while running attempt 1 (host retired); the "
-                       "attempt counts as failed.")
+    assert message == ("worker w:1:x was lost while running attempt 1 (host retired); "
+                       "interruption 1 of 3: the job runs again, the attempt not counted.")
 
 
 def test_a_running_row_without_claim_or_lease_is_rescued():
@@ -166,7 +170,7 @@ def test_a_running_row_without_claim_or_lease_is_rescued():
     Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempts=1)
     assert Job.objects.lease_expired(T0).rescue(T0) == 1
     job.refresh_from_db()
-    assert job.status == JobStatus.FAILED
+    assert job.status == JobStatus.QUEUED
     assert job.errors[0]["message"].startswith("worker ? was lost") and job.errors[0][
         "worker"] == ""
 
@@ -179,7 +183,7 @@ def test_rescuing_one_job_is_fenced_on_the_lease_as_read():
     assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
     fresh = Job.objects.get(pk=job.pk)
     assert outcomes.rescue(fresh, now=T0 + DAY) is True
-    assert fresh.status == JobStatus.FAILED and fresh.errors[0]["type"].endswith("WorkerLost")
+    assert fresh.status == JobStatus.QUEUED and fresh.errors[0]["type"].endswith("WorkerLost")
 
 
 def test_a_long_message_is_cut_to_max_traceback_chars(settings):

@@ -114,7 +114,7 @@ def test_a_reschedule_is_not_a_retry(received):
 
 def test_rescued_after_the_rescue_commits(received, django_capture_on_commit_callbacks):
     job = claimed_job(add, (1, 2), lease=60)
-    last = claimed_job(add.using(max_attempts=1, queue="emails"), (1, 2), lease=60)
+    last = claimed_job(add.using(max_interruptions=1, queue="emails"), (1, 2), lease=60)
     later = timezone.now() + dt.timedelta(hours=1)  # both leases ran out
     received.clear()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -126,7 +126,7 @@ def test_rescued_after_the_rescue_commits(received, django_capture_on_commit_cal
     assert names(received) == ["job_rescued", "job_rescued"]
     by_job = {kw["job"].pk: kw for _, kw in received}
     assert by_job[job.pk]["will_retry"] is True
-    assert by_job[job.pk]["job"].status == JobStatus.FAILED
+    assert by_job[job.pk]["job"].status == JobStatus.QUEUED
     assert by_job[last.pk]["will_retry"] is False
     assert by_job[last.pk]["job"].status == JobStatus.EXHAUSTED
     assert by_job[job.pk]["reason"] == "its lease expired"

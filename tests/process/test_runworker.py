@@ -66,7 +66,13 @@ def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED
     assert (job.attempts, job.max_attempts) == (1, 6)  # the attempt was given back
-    assert job.errors == []
+    # Recorded in its history, but not counted towards max_interruptions: a deploy says
+    # nothing about the job.
+    assert job.interruptions == 0
+    (entry,) = job.errors
+    assert entry["type"] == "django_sqlqueue.outcomes.WorkerStopped" and entry["interrupted"]
+    assert entry["message"].endswith(
+        "shut down while running attempt 1; the job runs again, the attempt not counted.")
 
 
 def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker):

@@ -49,7 +49,7 @@ def test_rescued_started_finished_and_retried_once_each_from_their_threads(start
     }, lines
     by_signal = {(line["signal"], line["job"], line["attempts"]): line for line in lines}
     rescued = by_signal["job_rescued", killed.pk, 1]
-    assert rescued["status"] == JobStatus.FAILED and rescued["will_retry"] is True
+    assert rescued["status"] == JobStatus.QUEUED and rescued["will_retry"] is True
     assert "is dead" in rescued["reason"] or "lease" in rescued["reason"]
     assert rescued["thread"] == "sqlqueue-maintenance"
     finished = by_signal["job_finished", killed.pk, 2]

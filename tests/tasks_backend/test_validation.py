@@ -38,6 +38,23 @@ def test_naive_run_after_with_use_tz():
         tasks.add.using(run_after=dt.datetime(2030, 1, 1))
 
 
+def test_arguments_that_are_not_json_raise_typeerror_in_djangos_words_and_ours():
+    """Django's own tests (test_enqueue_with_invalid_argument) look for "Unsupported type"."""
+    with pytest.raises(TypeError, match="Unsupported type") as raised:
+        tasks.add.enqueue(dt.datetime.now(), 1)
+    assert "args[0]" in str(raised.value) and "isoformat()" in str(raised.value)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_with_arguments_that_are_not_json_raises_the_same():
+    from asgiref.sync import async_to_sync
+
+    with pytest.raises(TypeError, match="Unsupported type"):
+        async_to_sync(tasks.add.aenqueue)(dt.datetime.now(), 1)
+    assert not Job.objects.exists()
+
+
 def test_queue_not_in_queues():
     with pytest.raises(InvalidTask, match="Queue 'reports' is not valid"):
         tasks.add.using(queue_name="reports")

@@ -88,6 +88,45 @@ async def async_sleep(seconds):
     await asyncio.sleep(seconds)
 
 
+@task
+def record_run(key, sleep_seconds=0.0):
+    """At the defaults (one attempt): a Run row, a pause, then its end time, so that a database
+    restart lands between the two writes of runs in flight (tests/process/test_interruptions)."""
+    import time
+
+    from .jobs import finish_run, start_run
+
+    run = start_run(key)
+    time.sleep(sleep_seconds)
+    finish_run(run)
+
+
+@task
+def sleeps_on_its_first_attempt(seconds):
+    """Its first attempt starts (a Run row) and sleeps, long enough to be killed in; later ones
+    return at once."""
+    import time
+
+    from .jobs import start_run
+
+    run = start_run("sleeper")
+    if run.attempt == 1:
+        time.sleep(seconds)
+
+
+@task
+def kills_its_worker():
+    """A poison pill: every run kills the process that runs it, as a segfault or the OOM killer
+    would."""
+    import os
+    import signal
+
+    from .jobs import start_run
+
+    start_run("poison")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 @task(takes_context=True)
 def with_context(context, x):
     return {"attempt": context.attempt, "id": context.task_result.id, "x": x}

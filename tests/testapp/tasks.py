@@ -54,6 +54,12 @@ async def async_whoami():
     return {"id": job.pk, "attempt": job.attempts}
 
 
+@job(max_attempts=1)
+def raises_keyboard_interrupt():
+    """A BaseException that is not an Exception: the job's own failure, never its thread's end."""
+    raise KeyboardInterrupt("raised by the job")
+
+
 @job
 def exits(code):
     """Raise SystemExit, which a worker must not swallow as a job failure."""

@@ -22,7 +22,8 @@ def values():
     return {
         "id": 7, "task_name": "tests.testapp.tasks.add", "queue": "default",
         "payload": {"args": [1, 2], "kwargs": {}}, "priority": 0, "status": "running",
-        "attempts": 1, "max_attempts": 5, "retry_backoff_seconds": 5.0,
+        "attempts": 1, "max_attempts": 5, "interruptions": 0, "max_interruptions": 3,
+        "retry_backoff_seconds": 5.0,
         "retry_min_delay_seconds": 1.0, "retry_max_delay_seconds": 3600.0, "retry_jitter": 0.1,
         "enqueued_at": now, "run_at": now, "expires_at": None, "timeout_seconds": None,
         "claimed_at": now, "finished_at": None, "claimed_by": "w", "claim_token": uuid.uuid4(),

@@ -1,0 +1,96 @@
+"""Telling an outage from a failure: whether a job's exception came from its database going away.
+
+A job that raised because its database restarted, failed over or dropped its connection did not
+fail: its run was interrupted, and it runs again without using an attempt (``runner.run`` makes
+that an ``interrupted`` outcome; ``outcomes.interruption`` writes it). Two things must hold:
+
+1. the exception is, or was caused by, a connection-class error (Django's ``OperationalError``
+   or ``InterfaceError``);
+2. the database is gone: the driver's own error says so (PostgreSQL's SQLSTATE class 08 and
+   57P01-57P03, "terminating connection due to administrator command" among them, or a psycopg
+   error with no SQLSTATE, which the client raises when the connection is lost; MariaDB's client
+   errors 2002/2003/2006/2013 and server errors 1053/1927), or, where the error says nothing
+   either way (SQLite, other drivers), this thread's connection to the jobs database turns out
+   broken, or a new one cannot be made.
+
+A deadlock, a lock or statement timeout, a constraint violation or "no such table" are the job's
+failures: the server answered them with a code of its own, and the connection still works.
+"""
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+#: PostgreSQL: admin_shutdown, crash_shutdown, cannot_connect_now (class 08 is checked apart).
+POSTGRESQL_GONE = frozenset({"57P01", "57P02", "57P03"})
+#: MariaDB: can't connect (2002, 2003), server has gone away (2006), lost connection (2013),
+#: server shutdown in progress (1053), connection killed (1927).
+MARIADB_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
+
+
+def database_went_away(error: BaseException, alias: str) -> bool:
+    """Whether ``error``, raised by a job, means the database went away under it (see above)."""
+    chain = list(_causes(error))
+    if not any(isinstance(exc, CONNECTION_ERRORS) for exc in chain):
+        return False
+    for exc in chain:
+        verdict = _driver_says_gone(exc)
+        if verdict is not None:
+            return verdict
+    return not _connection_works(alias)
+
+
+def reachable(alias: str) -> bool:
+    """Whether this thread can reach the database ``alias`` now: its connection answers, or a new
+    one can be opened. A broken connection is closed, so that the next query opens another."""
+    connection = connections[alias]
+    try:
+        if connection.connection is not None and connection.is_usable():
+            return True
+        connection.close()
+        connection.ensure_connection()
+        return connection.is_usable()
+    except DatabaseError:
+        _close(alias)
+        return False
+
+
+def _connection_works(alias: str) -> bool:
+    connection = connections[alias]
+    if connection.connection is None:  # closed after the error (e.g. by atomic's rollback)
+        return reachable(alias)
+    try:
+        if connection.is_usable():
+            return True
+    except DatabaseError:
+        pass
+    _close(alias)
+    return False
+
+
+def _close(alias: str) -> None:
+    try:
+        connections[alias].close()
+    except DatabaseError:
+        pass  # it was broken anyway
+
+
+def _causes(error: BaseException, depth: int = 8):
+    """``error``, then what caused it (``raise ... from``, or raised while handling), a few deep:
+    Django's database errors wrap the driver's as their cause, and a job may wrap either."""
+    seen = set()
+    while error is not None and id(error) not in seen and len(seen) < depth:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _driver_says_gone(exc: BaseException) -> bool | None:
+    """True or False where the driver's error tells whether the connection is gone, else None."""
+    module = type(exc).__module__
+    if module.startswith("psycopg"):
+        sqlstate = getattr(exc, "sqlstate", None)
+        # No SQLSTATE: the client's own error (connection lost, closed, refused).
+        return sqlstate is None or sqlstate.startswith("08") or sqlstate in POSTGRESQL_GONE
+    if module.startswith("MySQLdb") and exc.args and isinstance(exc.args[0], int):
+        return exc.args[0] in MARIADB_GONE
+    return None

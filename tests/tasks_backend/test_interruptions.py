@@ -1,0 +1,115 @@
+"""An interruption is not a failure: with the django.tasks backend at its defaults (OPTIONS {},
+so one attempt per task), a database restart or a killed worker never fails a task. The run is
+given back without using the attempt and recorded in the job's errors; a task that kills its
+worker every time ends after its max_interruptions, and the fleet keeps serving the others."""
+
+import signal
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
+
+from django.db import connections  # noqa: E402
+from django.tasks import TaskResultStatus, task_backends  # noqa: E402
+
+from django_sqlqueue.models import Job  # noqa: E402
+from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus  # noqa: E402
+from tests.process.conftest import wait_for  # noqa: E402
+from tests.testapp import django_tasks as tasks  # noqa: E402
+from tests.testapp.models import Run  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+# The queue's own timings made short; nothing about attempts: the backend's defaults hold.
+FAST = {"POLL_INTERVAL_SECONDS": 0.3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "LEASE_SECONDS": 5}
+
+
+def _unfinished() -> int:
+    return Job.objects.exclude(status__in=FINISHED_STATUSES).count()
+
+
+def _interrupted_entries(job) -> list:
+    return [entry for entry in job.errors if entry.get("interrupted")]
+
+
+@pytest.mark.server_database
+def test_database_restarts_fail_no_task_at_the_defaults(start_worker, database_server):
+    if database_server is None:
+        pytest.skip("needs the suite's own server (DATABASE_URL names an outside one)")
+    results = [tasks.record_run.enqueue(str(n), sleep_seconds=0.02) for n in range(1000)]
+    assert {Job.objects.get(pk=r.id).max_attempts for r in results[:1]} == {1}  # the default
+    workers = [start_worker("-c", "4", settings=FAST) for _ in range(3)]
+    for share in (0.25, 0.6):
+        wait_for(lambda s=share: Job.objects.filter(status=JobStatus.SUCCEEDED).count()
+                 >= s * len(results), timeout=180, what=f"{share:.0%} of the tasks done",
+                 worker=workers[0])
+        database_server.restart(mode="fast")
+        connections.close_all()
+    wait_for(lambda: _unfinished() == 0, timeout=300, interval=0.5, what="every task to end",
+             worker=workers[0])
+    jobs = list(Job.objects.filter(pk__in=[int(r.id) for r in results]))
+    statuses = Counter(task_backends["default"].get_result(str(job.pk)).status for job in jobs)
+    failed = [(job.pk, job.errors[-1]["message"]) for job in jobs
+              if job.status != JobStatus.SUCCEEDED][:5]
+    assert statuses == {TaskResultStatus.SUCCESSFUL: 1000}, (statuses, failed)
+    rows = Counter(Run.objects.values_list("job_id", flat=True))
+    interrupted = 0
+    for job in jobs:
+        cuts = len(_interrupted_entries(job))
+        interrupted += cuts
+        # Each task wrote its row; a second one only where a run was cut after its write.
+        assert 1 <= rows[job.pk] <= 1 + cuts, (job.pk, rows[job.pk], job.errors)
+        assert job.attempts == job.max_attempts  # every cut attempt was given back
+    assert interrupted > 0, "no restart cut a run in flight: nothing was tested"
+    assert all(w.is_running() for w in workers), [w.output[-2000:] for w in workers]
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output[-3000:]
+
+
+def test_a_task_whose_worker_is_killed_runs_again_and_succeeds(start_worker):
+    result = tasks.sleeps_on_its_first_attempt.enqueue(600)
+    first = start_worker("-c", "1", settings=FAST)
+    wait_for(lambda: Run.objects.filter(job_id=int(result.id)).exists(), what="the first run",
+             worker=first)
+    first.signal(signal.SIGKILL)
+    first.wait()
+    second = start_worker("-c", "1", settings=FAST)
+    wait_for(lambda: Job.objects.get(pk=int(result.id)).status in FINISHED_STATUSES,
+             timeout=120, what="the task to end", worker=second)
+    result.refresh()
+    job = Job.objects.get(pk=int(result.id))
+    assert result.status == TaskResultStatus.SUCCESSFUL, job.errors
+    assert result.errors == []  # the loss of a worker is no error of the task's
+    assert (job.attempts, job.max_attempts, job.interruptions) == (2, 2, 1)
+    (entry,) = _interrupted_entries(job)
+    assert entry["type"] == "django_sqlqueue.outcomes.WorkerLost"
+    assert entry["worker"].startswith("w0:") and "interruption 1 of 3" in entry["message"]
+    assert Run.objects.filter(job_id=job.pk).count() == 2
+    second.signal(signal.SIGTERM)
+    assert second.wait() == 0
+
+
+def test_a_task_that_kills_every_worker_ends_after_its_max_interruptions(start_worker):
+    poison = tasks.kills_its_worker.enqueue()
+    others = [tasks.add.enqueue(n, n) for n in range(20)]
+    fleet = start_worker("--processes", "2", "-c", "1", settings=FAST)
+    wait_for(lambda: Job.objects.get(pk=int(poison.id)).status in FINISHED_STATUSES,
+             timeout=180, what="the poison pill to end", worker=fleet)
+    wait_for(lambda: _unfinished() == 0, timeout=120, what="the other tasks", worker=fleet)
+    poison.refresh()
+    job = Job.objects.get(pk=int(poison.id))
+    assert poison.status == TaskResultStatus.FAILED
+    assert (job.status, job.interruptions) == (JobStatus.EXHAUSTED, 3)
+    assert Run.objects.filter(job_id=job.pk).count() == 3  # run three times, never again
+    assert [e["message"].endswith("not run again (max_interruptions), as the job may be what "
+                                  "stops its workers.") for e in _interrupted_entries(job)] == [
+        False, False, True]
+    assert [e.exception_class_path for e in poison.errors] == [
+        "django_sqlqueue.outcomes.WorkerLost"]  # why it ended, as Django users read it
+    for result in others:
+        result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
+    assert fleet.is_running(), fleet.output[-3000:]
+    fleet.signal(signal.SIGTERM)
+    assert fleet.wait(timeout=120) == 0, fleet.output[-3000:]
