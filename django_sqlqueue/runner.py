@@ -21,8 +21,9 @@ from asgiref.sync import async_to_sync
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from . import outages, signals
+from . import signals
 from .context import _current_job
+from .db import outages
 from .enqueue import validation
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .observability import tracing

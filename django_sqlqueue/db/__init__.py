@@ -5,7 +5,8 @@ answers; ``postgresql.py``, ``sqlite.py``, ``mariadb.py`` are the three), made o
 connection and kept on it, as Django keeps ``connection.ops``. ``returning.py`` runs a statement
 that changes rows and returns columns on any database, ``batches.py`` gives each batch of a big
 change its own short transaction, and ``instances.py`` turns fetched rows into model instances
-cheaply.
+cheaply, ``outages.py`` tells a database gone from a job's failure, and ``clock.py`` reads the
+database's clock.
 """
 
 from .base import DatabaseDriver, UnsupportedDriver

@@ -16,10 +16,11 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__, outages, outcomes
+from .. import __version__, outcomes
 from ..claim.bounded import ClaimBound
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
+from ..db import outages
 from ..models import Job, Worker
 from ..observability import metrics
 from ..sql import DatabaseNow

@@ -10,7 +10,7 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .. import outages
+from ..db import outages
 
 logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError)

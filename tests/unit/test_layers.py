@@ -15,7 +15,7 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 #: names it (``schedules.operations`` is an operation, the rest of ``schedules`` a duty).
 LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals")),
-    ("database", ("db", "sql", "sql_mariadb", "migration_operations", "outages")),
+    ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
     ("duties", (
         "enqueue", "claim", "run", "runner", "outcomes", "execution", "registry", "schedules",
         "observability.metrics", "observability.tracing", "observability.durations",
