@@ -8,10 +8,10 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from . import outcomes
 from .conf import QueueSettings
 from .enqueue.validation import MAX_PRIORITY, MIN_PRIORITY
 from .queries import JobQuerySet
+from .run import outcomes
 from .schedules import tick_plan, timetables
 from .schedules.queries import ScheduleQuerySet
 from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus

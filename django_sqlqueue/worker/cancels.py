@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..models import Job
 from ..run.cancellation import cancelled_error, request_stop
-from ..runner import Outcome, OutcomeKind
+from ..run.runner import Outcome, OutcomeKind
 
 logger = logging.getLogger(__name__)
 

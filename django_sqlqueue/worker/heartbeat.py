@@ -10,7 +10,7 @@ import logging
 import time
 
 from ..models import Job, Worker
-from ..runner import Outcome, OutcomeKind
+from ..run.runner import Outcome, OutcomeKind
 from ..sql import DatabaseNow
 from .log_format import fields
 

@@ -16,13 +16,14 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__, outcomes
+from .. import __version__
 from ..claim.bounded import ClaimBound
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
 from ..db import outages
 from ..models import Job, Worker
 from ..observability import metrics
+from ..run import outcomes
 from ..sql import DatabaseNow
 from . import identity, log_format
 from .cancels import CancelWatcher

@@ -79,6 +79,7 @@ def test_each_import_in_the_docs_code_works(module, names):
 
 @pytest.mark.parametrize("path", [
     "django_sqlqueue.outcomes.WorkerLost",
+    "django_sqlqueue.outcomes.WorkerStopped",
     "django_sqlqueue.worker.heartbeat.JobTimeout",
     "django_sqlqueue.exceptions.JobCancelled",
     "django_sqlqueue.exceptions.InvalidPayload",

@@ -17,7 +17,7 @@ LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals")),
     ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
     ("duties", (
-        "enqueue", "claim", "run", "runner", "outcomes", "execution", "registry", "schedules",
+        "enqueue", "claim", "run", "registry", "schedules",
         "observability.metrics", "observability.tracing", "observability.durations",
         "observability.liveness", "observability", "worker.listening",
         "",  # the package's face: job, schedule, enqueue_on_commit, current_job
@@ -94,7 +94,7 @@ def scan():
     modules = {module_name(p) for p in paths}
     graph = {module_name(p): imports_of(p, modules) for p in paths}
     old_paths = {module_name(p) for p in paths if "sys.modules[__name__] = " in p.read_text()}
-    assert graph["django_sqlqueue.runner"], "the scan found no imports: it is broken"
+    assert graph["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
     return graph, old_paths
 
 
@@ -126,6 +126,6 @@ def test_lower_layers_never_import_upper_ones():
 
 def test_the_package_never_imports_its_old_paths():
     graph, old_paths = scan()
-    assert {"django_sqlqueue.scheduling", "django_sqlqueue.retry"} <= old_paths
+    assert {"django_sqlqueue.scheduling", "django_sqlqueue.runner"} <= old_paths
     assert [(module, sorted(imported & old_paths)) for module, imported in sorted(graph.items())
             if imported & old_paths and module not in old_paths] == []
