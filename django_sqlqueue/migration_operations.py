@@ -9,8 +9,8 @@ at the cost of two passes over the table and a wait for transactions already run
 
 from django.db import migrations
 
-from . import sql
 from .db import ops
+from .db.postgresql import INDEX_IS_INVALID
 
 
 class AddJobIndex(migrations.AddIndex):
@@ -50,6 +50,6 @@ class AddJobIndex(migrations.AddIndex):
 
 def _invalid_index_exists(schema_editor, name: str) -> bool:
     with schema_editor.connection.cursor() as cursor:
-        cursor.execute(sql.INDEX_IS_INVALID, [schema_editor.quote_name(name)])
+        cursor.execute(INDEX_IS_INVALID, [schema_editor.quote_name(name)])
         row = cursor.fetchone()
     return bool(row and row[0])

@@ -66,7 +66,7 @@ class Job(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # A cancel of a running job is a request: recorded here at once (when, and who asked), the
     # status stays running until the worker stops the attempt. Every outcome written while it is
-    # set is written as cancelled (sql.record_outcomes), so the job never runs again.
+    # set is written as cancelled (the drivers' ``record_outcomes``), so the job never runs again.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 

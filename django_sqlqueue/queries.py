@@ -14,12 +14,15 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import signals, sql, sql_mariadb
+from . import signals
 from .claim import limited as queue_limits
 from .conf import get_settings
-from .db import returning
+from .db import ops, returning
 from .db.batches import short_transaction
+from .db.clock import DatabaseNow
 from .db.instances import builds_directly, new_instance
+from .db.pieces import NOW, NOW_PLUS, PARAM
+from .db.postgresql import notify as notify_sql
 from .enqueue.building import ENQUEUE_OPTIONS, prepare_job
 from .enqueue.inserting import insert_jobs
 from .enqueue.notify import CANCEL_CHANNEL, sends_notify
@@ -63,14 +66,12 @@ class JobQuerySet(models.QuerySet):
         On MariaDB, which has no partial indexes, the condition also names the generated column
         its ready indexes lead with, or every read of ready rows would scan the whole table."""
         rows = self.filter(status__in=READY_STATUSES)
-        if connections[self.db].vendor == "mysql":
-            rows = rows.extra(where=[sql_mariadb.READY_CONDITION], params=[])  # noqa: S610
-        return rows
+        return ops(connections[self.db]).ready_rows(rows)
 
     def ready(self, now=None):
         """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired.
         "Now" is the database's clock unless ``now`` is given."""
-        now = now or sql.DatabaseNow(in_filter=True)
+        now = now or DatabaseNow(in_filter=True)
         return self.in_ready_status().filter(run_at__lte=now).filter(
             Q(expires_at__isnull=True) | Q(expires_at__gt=now)
         )
@@ -88,7 +89,7 @@ class JobQuerySet(models.QuerySet):
         """Running jobs whose worker stopped renewing the lease (or that never had one: a row
         written as 'running' by hand). "Now" is the database's clock unless ``now`` is given."""
         return self.running().filter(
-            Q(lease_expires_at__lt=now or sql.DatabaseNow(in_filter=True))
+            Q(lease_expires_at__lt=now or DatabaseNow(in_filter=True))
             | Q(lease_expires_at__isnull=True)
         )
 
@@ -103,7 +104,7 @@ class JobQuerySet(models.QuerySet):
             ([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed),
         ):
             if keep is not None:
-                cutoff = (sql.DatabaseNow(-float(keep), in_filter=True) if now is None
+                cutoff = (DatabaseNow(-float(keep), in_filter=True) if now is None
                           else now - dt.timedelta(seconds=keep))
                 rules |= Q(status__in=statuses, finished_at__lt=cutoff)
         return self.filter(rules) if rules else self.none()
@@ -203,13 +204,13 @@ class JobQuerySet(models.QuerySet):
         the caller's transaction, inside ``atomic()``).
 
         Paused queues are skipped and limited ones claimed within their limits
-        (queue_limits.py), as the Queue table says: read now, or as given in ``controls``
+        (claim/limited.py), as the Queue table says: read now, or as given in ``controls``
         (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
         queue paused or limited, the claim is the one statement above.
 
         ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
-        are claimed (``sql.ready_ids_after``), so that the scan starts there. A worker passes
-        the last job it claimed when its claims got slow (worker/claim_bound.py). Ignored
+        are claimed (``ready_ids_after``), so that the scan starts there. A worker passes
+        the last job it claimed when its claims got slow (claim/bounded.py). Ignored
         while some queue is paused or limited, and by a filtered queryset's claim.
         """
         if isinstance(queues, str):
@@ -258,11 +259,11 @@ class JobQuerySet(models.QuerySet):
 
     def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
         """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
-        statement (sql.claim_jobs), and return them as jobs in claim order."""
+        statement (the driver's ``claim_jobs``), and return them as jobs in claim order."""
         alias = self._write_alias()
         connection = connections[alias]
         # Without ``now``, claim times and leases come from the database's clock when the row is
-        # taken: not from this host's clock, read before a lock wait (sql.claim_jobs).
+        # taken: not from this host's clock, read before a lock wait (``claim_jobs``).
         at = {} if now is None else {"claimed_at": now,
                                      "lease_expires_at": now + dt.timedelta(seconds=lease_seconds)}
         set_values = {
@@ -271,10 +272,10 @@ class JobQuerySet(models.QuerySet):
             "claim_token": uuid.uuid4(),
             **at,
         }
-        assignments = tuple((name, sql.PARAM) for name in set_values)
+        assignments = tuple((name, PARAM) for name in set_values)
         clock_params = []
         if now is None:
-            assignments += (("claimed_at", sql.NOW), ("lease_expires_at", sql.NOW_PLUS))
+            assignments += (("claimed_at", NOW), ("lease_expires_at", NOW_PLUS))
             clock_params = [float(lease_seconds)]
         # The claim knows what it set: the rows bring back only the other columns (each loaded
         # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
@@ -336,7 +337,7 @@ class JobQuerySet(models.QuerySet):
         )
         if changed and sends_notify(connections[alias]):
             with connections[alias].cursor() as cursor:
-                cursor.execute(sql.notify(), [CANCEL_CHANNEL, ""])
+                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
         return changed
 
     def cancelling(self):
@@ -384,7 +385,7 @@ class JobQuerySet(models.QuerySet):
         """Mark ready jobs past their expires_at as expired, so they never run; returns how many.
         With ``limit``, at most that many (one batch of the expirer). "Now" is the database's
         clock unless ``now`` is given."""
-        at = now or sql.DatabaseNow(in_filter=True)
+        at = now or DatabaseNow(in_filter=True)
         due = self.in_ready_status().filter(expires_at__lte=at)
         if limit is not None:
             picked = due.order_by().values_list("pk", flat=True)[:limit]
@@ -393,7 +394,7 @@ class JobQuerySet(models.QuerySet):
             due = self.model.objects.using(self._write_alias()).in_ready_status().filter(
                 pk__in=picked, expires_at__lte=at
             )
-        return due.update(status=JobStatus.EXPIRED, finished_at=now or sql.DatabaseNow())
+        return due.update(status=JobStatus.EXPIRED, finished_at=now or DatabaseNow())
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
         """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
@@ -401,7 +402,7 @@ class JobQuerySet(models.QuerySet):
             return 0
         seconds = get_settings().LEASE_SECONDS if lease is None else lease
         # By the database's clock, like the claim's lease, unless ``now`` is given.
-        expires_at = (sql.DatabaseNow(seconds) if now is None
+        expires_at = (DatabaseNow(seconds) if now is None
                       else now + dt.timedelta(seconds=seconds))
         return self.running().filter(pk__in=list(job_ids), claimed_by=worker_id).update(
             lease_expires_at=expires_at
@@ -413,7 +414,7 @@ class JobQuerySet(models.QuerySet):
 
         Each becomes ``queued``, due now, its attempt not counted, or ``exhausted`` at its
         ``max_interruptions``, with a ``WorkerLost`` entry in ``errors`` naming ``reason``
-        (``sql.rescue_jobs``). Fenced on the claim token and the
+        (the driver's ``rescue_jobs``). Fenced on the claim token and the
         lease as read, so a job whose lease is renewed meanwhile is left alone; on PostgreSQL
         rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
         given. Takes every running job of the queryset, expired lease or not: narrow it first.
@@ -421,7 +422,7 @@ class JobQuerySet(models.QuerySet):
         alias = self._write_alias()
         connection = connections[alias]
         picked = self.running().order_by("lease_expires_at", "pk").values(
-            "id", "claim_token", "lease_expires_at"  # the names sql.rescue_jobs reads
+            "id", "claim_token", "lease_expires_at"  # the names rescue_jobs reads
         )
         if connection.features.has_select_for_update_skip_locked:
             picked = picked.select_for_update(skip_locked=True)
@@ -432,7 +433,7 @@ class JobQuerySet(models.QuerySet):
         # FOR UPDATE needs a transaction, even for one statement; inside a caller's, no savepoint.
         with transaction.atomic(using=alias, savepoint=False):
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-            statement = sql.rescue_jobs(self.model, connection, picked_sql, db_clock=now is None)
+            statement = ops(connection).rescue_jobs(self.model, picked_sql, db_clock=now is None)
             rescued = returning.fetch(connection, statement, [
                 *clock, *picked_params, WORKER_LOST_TYPE, reason, limit_chars])
             if rescued and signals.has_receivers(signals.job_rescued, self.model):
@@ -492,7 +493,7 @@ class JobQuerySet(models.QuerySet):
         picked = picked.values("pk")[:limit]
         picked_sql, params = picked.query.get_compiler(using=alias).as_sql()
         with connection.cursor() as cursor:
-            cursor.execute(sql.delete_jobs(self.model, connection, picked_sql), params)
+            cursor.execute(ops(connection).delete_jobs(self.model, picked_sql), params)
             return [row[0] for row in cursor.fetchall()]
 
     # ---- stats ---------------------------------------------------------------------------
@@ -525,18 +526,18 @@ def _forget_sql(*, setting, **kwargs):
 
 @functools.lru_cache(maxsize=64)
 def _ready_ids_sql(model, alias, queue_count, db_clock):
-    return sql.ready_ids(model, connections[alias], queue_count=queue_count, db_clock=db_clock)
+    return ops(connections[alias]).ready_ids(model, queue_count=queue_count, db_clock=db_clock)
 
 
 @functools.lru_cache(maxsize=64)
 def _ready_ids_after_sql(model, alias, queue_count, db_clock):
-    return sql.ready_ids_after(model, connections[alias], queue_count=queue_count,
+    return ops(connections[alias]).ready_ids_after(model, queue_count=queue_count,
                                db_clock=db_clock)
 
 
 @functools.lru_cache(maxsize=256)
 def _claim_sql(model, alias, assignments, returning, picked_sql):
-    return sql.claim_jobs(picked_sql, model, connections[alias], assignments, returning)
+    return ops(connections[alias]).claim_jobs(picked_sql, model, assignments, returning)
 
 
 @functools.lru_cache(maxsize=16)
@@ -578,7 +579,8 @@ def _conversion_plan(connection, model, fields):
         for index, field in enumerate(model_fields):
             col = field.get_col(table)
             functions = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
-            if connection.vendor == "sqlite" and field.get_internal_type() == "FloatField":
+            if (ops(connection).returns_values_before_affinity
+                    and field.get_internal_type() == "FloatField"):
                 # SQLite's RETURNING gives the value before the column's REAL affinity applies
                 # (5, not the 5.0 a SELECT reads); the ORM has no converter for that.
                 functions.append(_as_float)

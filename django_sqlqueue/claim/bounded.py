@@ -6,7 +6,7 @@ since it began: the snapshot may still see them as ready. They come first in cla
 claim that starts at the front of the order visits the table for each of them, and every claim
 costs more the longer the transaction lasts (90 s at 3,000 jobs/s: 40 ms a claim instead of 1;
 docs/performance.md). A claim that starts after the last job this worker claimed skips them
-(``sql.ready_ids_after``): its cost no longer grows with the transaction's age.
+(the driver's ``ready_ids_after``): its cost no longer grows with the transaction's age.
 
 It is used only while claims are slow, and never alone for long:
 

@@ -17,7 +17,7 @@ every limit itself, atomically, so that no race between workers or hosts can exc
   writes the new starts, then commits.
 * Per-key limits skip keys at their limit without reading their rows: the ready keys are found
   by a skip scan and each key's first rows are read from its own index range
-  (``sql.ready_keys``, ``sql.ready_ids_by_key``).
+  (the driver's ``ready_keys``, ``ready_ids_by_key``).
 
 Queues with no pause and no limit are claimed by the plain single statement, as if this module
 did not exist; a worker reads the Queue table once per poll interval (``read_controls``), so a
@@ -32,7 +32,8 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from .. import sql
+from ..db import ops
+from ..db.clock import DatabaseNow
 from ..statuses import READY_STATUSES, JobStatus
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
@@ -107,7 +108,7 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
     rows = queue_model.objects.using(alias).filter(name=name, paused_at__isnull=True)
     with transaction.atomic(using=alias):
         # First statement: the row lock (PostgreSQL) or the write lock (SQLite).
-        if not rows.update(last_claim_at=sql.DatabaseNow()):
+        if not rows.update(last_claim_at=DatabaseNow()):
             return []  # paused, or its row deleted, since the controls were read
         row = rows.get()
         clock = now or row.last_claim_at
@@ -166,7 +167,7 @@ def _first_ready(model, alias, name, clock, room) -> list:
     connection = connections[alias]
     db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql.ready_ids(model, connection, queue_count=1, db_clock=False),
+        cursor.execute(ops(connection).ready_ids(model, queue_count=1, db_clock=False),
                        [db_clock, db_clock, name, room])
         return [pk for pk, in cursor.fetchall()]
 
@@ -176,7 +177,7 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     key taking more than its per-key limits leave it."""
     connection = connections[alias]
     with connection.cursor() as cursor:
-        cursor.execute(sql.ready_keys(model, connection), [row.name, row.name, KEYS_PER_CLAIM])
+        cursor.execute(ops(connection).ready_keys(model), [row.name, row.name, KEYS_PER_CLAIM])
         keys = [key for key, in cursor.fetchall()]
     wanted = {"": room}  # the jobs without a key
     for key in keys:
@@ -185,7 +186,7 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
         if left > 0:
             wanted[key] = left
     db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
-    statement, params = sql.ready_ids_by_key(model, connection, row.name, wanted, db_clock)
+    statement, params = ops(connection).ready_ids_by_key(model, row.name, wanted, db_clock)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         candidates = cursor.fetchall()
@@ -208,5 +209,5 @@ def _comparable(when):
 def _ready_queues(model, alias) -> list:
     connection = connections[alias]
     with connection.cursor() as cursor:
-        cursor.execute(sql.ready_queues(model, connection), [10_000])
+        cursor.execute(ops(connection).ready_queues(model), [10_000])
         return [name for name, in cursor.fetchall()]

@@ -11,7 +11,7 @@ import contextlib
 
 from django.db import connections, transaction
 
-from .. import sql
+from . import ops
 
 
 @contextlib.contextmanager
@@ -23,7 +23,7 @@ def short_transaction(alias: str, statement_timeout: float | None = None):
     connection = connections[alias]
     outermost = not connection.in_atomic_block
     with transaction.atomic(using=alias):
-        text = sql.statement_timeout(connection)
+        text = ops(connection).statement_timeout()
         if outermost and statement_timeout is not None and text is not None:
             with connection.cursor() as cursor:
                 cursor.execute(text, [str(max(1, round(statement_timeout * 1000)))])

@@ -1,10 +1,13 @@
-"""MariaDB 10.6+ (Django's vendor ``"mysql"``; MySQL itself is refused by the system check):
-no partial indexes and no ``UPDATE ... RETURNING`` (its statements are sql_mariadb.py's), new
-jobs read from a JSON document by ``JSON_TABLE``."""
+"""MariaDB 10.6+ (Django's vendor ``"mysql"``; MySQL itself is refused by the system check): no
+partial indexes and no ``UPDATE ... RETURNING``, so most statements are the steps of
+``mariadb_statements.py``; new jobs read from a JSON document by ``JSON_TABLE``."""
 
 import functools
+import json
 
-from .base import NOT_PLAIN, DatabaseDriver
+from . import mariadb_statements as statements
+from .base import DatabaseDriver
+from .pieces import NOT_PLAIN, NOW, outcome_row
 
 #: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
 #: enough that a value reaches the column whole (an over-long one must fail at the column, not be
@@ -18,12 +21,102 @@ DOCUMENT_TYPES = {
 }
 
 
+#: SELECT how many seconds the session's time zone is ahead of UTC (0 when it is UTC), which
+#: ``CURRENT_TIMESTAMP`` column defaults follow (the system check).
+SESSION_UTC_OFFSET = "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
+
+
 class MariaDBDriver(DatabaseDriver):
-    vendor = "mysql"
+    name = "mysql"
     inserts_from_document = True
 
     def problem(self) -> str | None:
         return server_problem(self.connection)
+
+    def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
+        return statements.now_sql(plus_seconds)
+
+    # ---- the claim --------------------------------------------------------------------------
+
+    def ready_prefix(self) -> str:
+        """MariaDB's ready indexes lead with a generated column (migration 0012) that its
+        optimizer does not derive from the status condition: the claim names it."""
+        return f"{self.connection.ops.quote_name(statements.READY_COLUMN)} = 1 AND "
+
+    def ready_rows(self, rows):
+        return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
+
+    def claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
+        quote = self.connection.ops.quote_name
+        _, _, values, _ = self._claim_clock()
+        sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
+                for name, how in assignments]
+        attempts = quote(model._meta.get_field("attempts").column)
+        sets.append(f"{attempts} = {attempts} + 1")
+        columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+        # The column set to NOW, read back as text like PostgreSQL's clock.now::text.
+        claimed_at = next((quote(model._meta.get_field(name).column)
+                           for name, how in assignments if how == NOW), None)
+        return statements.claim_jobs(
+            picked_ids_sql, quote(model._meta.db_table), quote(model._meta.pk.column), sets,
+            sum(how != NOW for _, how in assignments), columns, claimed_at)
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def record_outcomes(self, model, rows):
+        """Times as the column stores them (naive UTC text with USE_TZ). In id order: the lock
+        step reads the document's rows in order and locks each job as it goes, and locks taken
+        in another order than a concurrent UPDATE's (a heartbeat's, by id) deadlock."""
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.OUTCOME_FIELDS)
+        to_db = self.connection.ops.adapt_datetimefield_value
+        document = json.dumps([outcome_row(*row, time_text=to_db)
+                               for row in sorted(rows, key=lambda row: row[0])])
+        return statements.record_outcomes(table, col), [document]
+
+    def elect_leader(self, model, worker_model):
+        quote = self.connection.ops.quote_name
+        col = self.columns(model, ("name", "holder", "elected_at", "expires_at"))
+        return statements.elect_leader(
+            quote(model._meta.db_table), col, quote(worker_model._meta.db_table),
+            quote(worker_model._meta.get_field("name").column))
+
+    def rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True):
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        return statements.rescue_jobs(table, self.columns(model, self.RESCUE_FIELDS), picked_sql,
+                                      db_clock=db_clock)
+
+    def advance_schedule(self, model):
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, ("id", "next_run_at", "version", "paused_at", "retired_at",
+                                   "skipped_ticks", "last_skipped_at"))
+        return statements.advance_schedule(table, col)
+
+    def delete_jobs(self, model, picked_ids_sql: str) -> str:
+        quote = self.connection.ops.quote_name
+        return statements.delete_jobs(quote(model._meta.db_table), quote(model._meta.pk.column),
+                                      picked_ids_sql)
+
+    def repeatable_read(self) -> str | None:
+        # Before the transaction's first statement, which is when it begins.
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+    def insert_jobs(self, model, columns: tuple, *, notify: bool, many: bool) -> str:
+        """Without NOTIFY: MariaDB has none."""
+        quote = self.connection.ops.quote_name
+        return statements.insert_jobs(
+            quote(model._meta.db_table), quote(model._meta.pk.column),
+            [quote(name) for name, *_ in columns], columns, many=many)
+
+    def add_throughput_counts(self, model, rows: list) -> tuple[str, list]:
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.THROUGHPUT_FIELDS)
+        columns = ", ".join(col[name] for name in self.THROUGHPUT_FIELDS)
+        fields = [model._meta.get_field(name) for name in self.THROUGHPUT_FIELDS]
+        return (statements.add_throughput_counts(table, columns, col["count"], len(rows)),
+                self.values_params(fields, rows))
+
+    # ---- inserting new jobs -----------------------------------------------------------------
 
     def document_type(self, field) -> str:
         return DOCUMENT_TYPES[field.get_internal_type()]
@@ -60,12 +153,10 @@ def _time_zone_problem(connection) -> str | None:
     which Django leaves as the server's: it must be UTC, or such jobs run hours early or late."""
     from django.conf import settings
 
-    from .. import sql
-
     if not settings.USE_TZ:
         return None
     with connection.cursor() as cursor:
-        cursor.execute(sql.session_utc_offset(connection), [])
+        cursor.execute(SESSION_UTC_OFFSET, [])
         offset_seconds = cursor.fetchone()[0]
     if offset_seconds == 0:
         return None

@@ -1,6 +1,6 @@
-"""Run a statement of sql.py that changes rows and returns some of their columns, on any
+"""Run a statement of a driver that changes rows and returns some of their columns, on any
 database: one statement with ``RETURNING`` on PostgreSQL and SQLite; on MariaDB, which has no
-``UPDATE ... RETURNING``, the few statements of a ``sql_mariadb`` object, in one transaction
+``UPDATE ... RETURNING``, the few statements of a ``mariadb_statements`` object, in one transaction
 (the caller's if there is one). Callers stay the same for every database."""
 
 from django.db import transaction

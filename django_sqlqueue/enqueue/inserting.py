@@ -17,7 +17,7 @@ Why not ``save()`` or ``bulk_create()`` on PostgreSQL (each point measured):
   builds the next, instead of each side waiting for the other.
 
 MariaDB gets the same statement without NOTIFY, its document read by ``JSON_TABLE``
-(sql_mariadb.insert_jobs). SQLite, and jobs this statement cannot say (a column left to its
+(db/mariadb_statements.py). SQLite, and jobs this statement cannot say (a column left to its
 database default, as in a ``Job(...)`` built by hand), go through ``bulk_create``.
 """
 
@@ -31,9 +31,9 @@ from typing import NamedTuple
 from django.db import connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
-from .. import signals, sql
+from .. import signals
 from ..db import ops
-from ..db.base import NOT_PLAIN as _NOT_PLAIN
+from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
 from ..observability import metrics, tracing
 from . import notify
 
@@ -200,7 +200,7 @@ SHARED, PER_JOB = "shared", "per job"  # where a column's values are: a paramete
 
 @functools.lru_cache(maxsize=256)
 def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: bool) -> str:
-    """The SQL of insert_statement (``sql.insert_jobs``), built once per shape; ``layout`` is
+    """The SQL of insert_statement (``insert_jobs``), built once per shape; ``layout`` is
     ``(column, SHARED or PER_JOB)`` per column."""
     connection = connections[alias]
     columns_by_name = {c.name: c for c in _columns(model)}
@@ -210,7 +210,7 @@ def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: boo
          type_of(columns_by_name[name].field))
         for name, source in layout
     )
-    return sql.insert_jobs(model, connection, described, notify=notify, many=many)
+    return ops(connection).insert_jobs(model, described, notify=notify, many=many)
 
 
 def _all_identical(values: tuple) -> bool:

@@ -25,7 +25,6 @@ from django.db import connections, transaction
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from .. import sql
 from ..db import ops
 from ..models import Job, Worker
 from ..statuses import FINISHED_STATUSES, READY_STATUSES, JobStatus
@@ -111,7 +110,7 @@ def take(*, alias: str = "default", now: dt.datetime | None = None) -> Snapshot:
     now = now or timezone.now()
     connection = connections[alias]
     with transaction.atomic(using=alias):
-        text = sql.repeatable_read(connection)
+        text = ops(connection).repeatable_read()
         if text and not _in_outer_transaction(connection):
             with connection.cursor() as cursor:
                 cursor.execute(text, [])
@@ -203,7 +202,7 @@ def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:
     connection = connections[alias]
     percent = min(100.0, 100.0 * SAMPLE_ROWS / rows_in_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql.sampled_status_counts(Job, connection),
+        cursor.execute(ops(connection).sampled_status_counts(Job),
                        [now, percent, [str(s) for s in statuses]])
         sample = cursor.fetchall()
     rows = []

@@ -16,9 +16,9 @@ from typing import NamedTuple
 from django.db import connections
 from django.utils import timezone
 
-from .. import signals, sql
+from .. import signals
 from ..conf import get_settings
-from ..db import returning
+from ..db import ops, returning
 from ..enqueue import validation
 from ..exceptions import InvalidSchedule
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
@@ -114,13 +114,13 @@ def write(changes: list, alias: str) -> set:
     statement; return the pks it updated, and update those jobs in memory. The others were no
     longer their claim's. Each job appears once: the pks could not tell two of its claims apart
     (the worker's outcome writer sends them in statements of their own). A job whose cancel was
-    asked for is written ``cancelled`` whatever its transition (``sql.record_outcomes``); its
+    asked for is written ``cancelled`` whatever its transition (``record_outcomes``); its
     status in memory says so."""
     if not changes:
         return set()
     connection = connections[alias]
     model = type(changes[0][0])
-    statement, params = sql.record_outcomes(model, connection, [
+    statement, params = ops(connection).record_outcomes(model, [
         (job.pk, job.claim_token, change.status.value, change.result, change.errors,
          change.run_at, change.finished_at, change.give_back, change.interrupted)
         for job, change in changes

@@ -3,7 +3,7 @@ pause, resume and run now. The worker's scheduler step, the admin and ``manage.p
 call these; none of them writes a schedule row another way.
 
 Exactly one job per tick: ``enqueue_ticks`` first moves the schedule's cursor with one UPDATE
-fenced on the cursor and version it read (``sql.advance_schedule``), and inserts the tick's job
+fenced on the cursor and version it read (``advance_schedule``), and inserts the tick's job
 in the same transaction only if that UPDATE changed the row. Any number of processes may try
 the same tick; the database lets one through. The job also carries the unique key
 ``schedule:<name>@<tick>``, so that even a cursor set back by hand cannot give a tick a second
@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from django.db import connections, transaction
 from django.db.models import F
 
-from .. import sql
-from ..db import returning
+from ..db import ops, returning
 from ..db.clock import database_now
 from ..enqueue.building import build_job
 from ..models import Job, Schedule
@@ -158,7 +157,7 @@ def enqueue_ticks(row: Schedule, plan: tick_plan.TickPlan, *, holder: str, now: 
     connection = connections[alias]
     skipped_at = plan.last_skipped
     with transaction.atomic(using=alias):
-        moved = returning.fetch(connection, sql.advance_schedule(Schedule, connection), [
+        moved = returning.fetch(connection, ops(connection).advance_schedule(Schedule), [
             _db_time(connection, plan.next_run_at), plan.skipped,
             None if skipped_at is None else _db_time(connection, skipped_at),
             row.pk, _db_time(connection, row.next_run_at), row.version,

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from .. import sql
+from ..db.clock import DatabaseNow
 
 
 class ScheduleQuerySet(models.QuerySet):
@@ -24,5 +24,5 @@ class ScheduleQuerySet(models.QuerySet):
     def due(self, now=None):
         """Active schedules with a tick not handled yet at ``now`` (default: the database's
         clock), earliest first."""
-        now = now or sql.DatabaseNow(in_filter=True)
+        now = now or DatabaseNow(in_filter=True)
         return self.active().filter(next_run_at__lte=now).order_by("next_run_at", "pk")

@@ -20,11 +20,11 @@ from .. import __version__
 from ..claim.bounded import ClaimBound
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
-from ..db import outages
+from ..db import ops, outages
+from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..observability import metrics
 from ..run import outcomes
-from ..sql import DatabaseNow
 from . import identity, log_format
 from .cancels import CancelWatcher
 from .config import WorkerConfig
@@ -425,7 +425,7 @@ class WorkerProcess:
         queues = ", ".join(self.config.queues) if self.config.queues else "all"
         self._say(
             f"django-sqlqueue {__version__} worker {self.worker_id}\n"
-            f"  database: {connection.vendor} (alias {self.alias!r})\n"
+            f"  database: {ops(connection).name} (alias {self.alias!r})\n"
             f"  queues: {queues}\n"
             f"  concurrency: {self.config.concurrency} thread(s)"
             f"{' (supervised)' if self.config.supervised else ''}\n"
@@ -435,7 +435,7 @@ class WorkerProcess:
             f"  schedules: {self._schedules_line()}"
             + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else ""),
             "worker.started", worker=self.worker_id, version=__version__, pid=os.getpid(),
-            database=connection.vendor, alias=self.alias, queues=self.config.queues,
+            database=ops(connection).name, alias=self.alias, queues=self.config.queues,
             concurrency=self.config.concurrency, supervised=self.config.supervised,
             wakeup=self.wakeup.mode, lease_seconds=self.config.lease_seconds,
             heartbeat_seconds=self.config.heartbeat_interval, burst=self.config.burst,

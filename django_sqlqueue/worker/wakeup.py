@@ -31,9 +31,9 @@ import time
 
 from django.db import connections
 
-from .. import sql
 from ..conf import get_settings
 from ..db import ops
+from ..db.postgresql import listen
 from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
 from . import listening
 from .resilience import Backoff
@@ -156,8 +156,8 @@ class Wakeup:
         while not self._stopping.is_set():
             try:
                 with psycopg.connect(**self.listen_params, autocommit=True) as conn:
-                    conn.execute(sql.listen(CHANNEL))
-                    conn.execute(sql.listen(CANCEL_CHANNEL))
+                    conn.execute(listen(CHANNEL))
+                    conn.execute(listen(CANCEL_CHANNEL))
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
                     self.on_cancel()

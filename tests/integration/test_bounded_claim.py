@@ -117,7 +117,7 @@ def test_behind_a_held_snapshot_the_bounded_claim_skips_what_was_claimed_since()
     import psycopg
     from django.db import connection
 
-    from django_sqlqueue import sql
+    from django_sqlqueue.db import ops
     from tests.conftest import direct_connect_kwargs
 
     insert = ("INSERT INTO django_sqlqueue_job (task_name, queue, payload) "
@@ -137,11 +137,11 @@ def test_behind_a_held_snapshot_the_bounded_claim_skips_what_was_claimed_since()
         Job.objects.filter(pk__in=[job.pk for job in claimed]).update(status="succeeded")
         with connection.cursor() as cursor:
             cursor.execute(insert, [100])
-            full_sql = sql.ready_ids(Job, connection, queue_count=None)
+            full_sql = ops(connection).ready_ids(Job, queue_count=None)
             full_plan, full_buffers = _explain(cursor, full_sql, [10])
             last = max(claimed, key=lambda job: (-job.priority, job.run_at, job.pk))
             after = [0, last.run_at, last.pk]
-            bounded_sql = sql.ready_ids_after(Job, connection, queue_count=None)
+            bounded_sql = ops(connection).ready_ids_after(Job, queue_count=None)
             bounded_plan, bounded_buffers = _explain(
                 cursor, bounded_sql, [*after, 10, 0, 10, 10])
     finally:

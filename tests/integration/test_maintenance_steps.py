@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_sqlqueue import outcomes, queries
+from django_sqlqueue.db.clock import DatabaseNow
 from django_sqlqueue.models import Job, Leader, Worker
-from django_sqlqueue.sql import DatabaseNow
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.identity import ProcessTable
 from django_sqlqueue.worker.maintenance import Maintenance

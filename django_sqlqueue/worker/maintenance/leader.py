@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from ... import sql
 from ...conf import QueueSettings
-from ...db import returning
+from ...db import ops, returning
 from ...models import Leader as LeaderRow
 from ...models import Worker
 from .steps import check, positive
@@ -78,7 +77,7 @@ class Leader:
         used: a term is real time, on the database's clock, even when a test injects a clock."""
         connection = connections[self.alias]
         leading = bool(returning.fetch(
-            connection, sql.elect_leader(LeaderRow, Worker, connection),
+            connection, ops(connection).elect_leader(LeaderRow, Worker),
             [self.config.name, self.config.holder, float(self.config.term_seconds)]))
         changed = leading != self.leading
         self.leading = leading

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from ...conf import QueueSettings
 from ...db.batches import short_transaction
+from ...db.clock import DatabaseNow
 from ...models import Job, Worker
-from ...sql import DatabaseNow
 from .. import identity
 from .steps import check, positive
 

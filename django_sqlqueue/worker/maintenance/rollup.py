@@ -28,7 +28,7 @@ from django.db import connections
 from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
-from ... import sql
+from ...db import ops
 from ...db.batches import short_transaction
 from ...db.clock import database_now
 from ...models import Job, ThroughputCount, ThroughputCursor
@@ -151,8 +151,8 @@ class Rollup:
         connection = connections[self.alias]
         rows = [(*key, n) for key, n in sorted(buckets.items())]  # one lock order for all
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            text, params = sql.add_throughput_counts(
-                ThroughputCount, connection, rows[start:start + ROWS_PER_STATEMENT])
+            text, params = ops(connection).add_throughput_counts(
+                ThroughputCount, rows[start:start + ROWS_PER_STATEMENT])
             with connection.cursor() as cursor:
                 cursor.execute(text, params)
 
