@@ -11,10 +11,6 @@ import django_sqlqueue
 PACKAGE = Path(django_sqlqueue.__file__).parent
 VENDOR_ATTRIBUTES = {"vendor", "mysql_is_mariadb"}
 
-#: Modules that still test the vendor themselves, each to move behind the driver (issue 33's
-#: second part: they are being edited on main and move after that lands). Only ever shrinks.
-NOT_YET: set = set()
-
 
 def vendor_tests() -> dict:
     """Each module outside db/ (and migrations/) that reads a vendor attribute: its lines."""
@@ -31,12 +27,7 @@ def vendor_tests() -> dict:
 
 
 def test_vendor_branches_appear_only_under_db():
-    assert {name: lines for name, lines in vendor_tests().items() if name not in NOT_YET} == {}
-
-
-def test_the_modules_not_yet_moved_still_need_their_exemption():
-    """An exemption that is no longer needed goes, so that the list only shrinks."""
-    assert set(vendor_tests()) >= NOT_YET
+    assert vendor_tests() == {}
 
 
 def test_the_scan_finds_a_vendor_test():
