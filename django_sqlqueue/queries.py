@@ -1,31 +1,25 @@
 """JobQuerySet: filters are adjectives (``ready``), state changes are verbs (``claim``)."""
 
 import datetime as dt
-import functools
-import uuid
-from dataclasses import dataclass, field
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models import Case, Count, F, Max, Min, Q, Value, When
+from django.db import connections, models, router, transaction
+from django.db.models import Case, F, Max, Q, Value, When
 from django.db.models.functions import Greatest
-from django.dispatch import receiver
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from . import signals
 from .claim import limited as queue_limits
+from .claim import plain
+from .claim.plain import CLAIM_ORDER
 from .conf import get_settings
 from .db import ops, returning
 from .db.batches import short_transaction
 from .db.clock import DatabaseNow
-from .db.instances import builds_directly, new_instance
-from .db.pieces import NOW, NOW_PLUS, PARAM
 from .db.postgresql import notify as notify_sql
 from .enqueue.building import ENQUEUE_OPTIONS, prepare_job
-from .enqueue.inserting import insert_jobs
+from .enqueue.inserting import insert_job, insert_jobs
 from .enqueue.notify import CANCEL_CHANNEL, sends_notify
+from .observability.queue_stats import QueueStats, queue_stats
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
@@ -35,28 +29,12 @@ from .statuses import (
     JobStatus,
 )
 
-#: Claim order: higher priority first, then the job due earliest, then the oldest.
-CLAIM_ORDER = ("-priority", "run_at", "id")
+# CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
+__all__ = ["CLAIM_ORDER", "JobQuerySet", "QueueStats"]
+
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
 WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
-#: The cancel columns of every job a claim returns.
-NOT_CANCELLED = {"cancel_requested_at": None, "cancelled_by": None}
-
-
-@dataclass
-class QueueStats:
-    """Counts by status for one queue, and how far behind it is."""
-
-    queue: str
-    counts: dict = field(default_factory=dict)
-    oldest_ready_at: object = None  # run_at of the oldest job that is due now, if any
-    lag_seconds: float | None = None  # how long that job has been waiting past its run_at
-
-    @property
-    def waiting(self) -> int:
-        """Queued plus failed-awaiting-retry, due or not (``ready()`` is the due ones)."""
-        return self.counts.get(JobStatus.QUEUED, 0) + self.counts.get(JobStatus.FAILED, 0)
 
 
 class JobQuerySet(models.QuerySet):
@@ -142,27 +120,7 @@ class JobQuerySet(models.QuerySet):
 
     def enqueue_prepared(self, job, *, using=None):
         """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
-        alias = self._write_alias(using)
-        if job.unique_key is None:
-            insert_jobs([job], alias)
-            return job
-        for _ in range(3):
-            try:
-                # A savepoint, so that a duplicate key does not break the caller's transaction.
-                with transaction.atomic(using=alias):
-                    insert_jobs([job], alias)
-                return job
-            except IntegrityError:
-                existing = (
-                    self.model.objects.using(alias)
-                    .unfinished()
-                    .filter(unique_key=job.unique_key)
-                    .first()
-                )
-                if existing is not None:
-                    return existing
-                job.pk = None  # the holder finished in between: try the insert again
-        raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
+        return insert_job(job, self._write_alias(using))
 
     def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
         """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible.
@@ -232,79 +190,14 @@ class JobQuerySet(models.QuerySet):
     def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
                     after=None) -> list:
         """The claim of queues that no pause or limit holds back (``claim`` checked the
-        arguments): one statement; with ``after``, of the jobs after that position only."""
-        alias = self._write_alias()
-        if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
-            picked = (
-                self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
-                .select_for_update(skip_locked=True).values("pk")[:limit]
-            )
-            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-        else:
-            queue_count = None if queues is None else len(queues)
-            run_at_field = self.model._meta.get_field("run_at")
-            db_now = () if now is None else (
-                run_at_field.get_db_prep_value(now, connections[alias]),) * 2
-            ready = (*db_now, *(queues or ()))
-            if after is None:
-                picked_sql = _ready_ids_sql(self.model, alias, queue_count, now is None)
-                picked_params = (*ready, limit)
-            else:
-                priority, run_at, pk = after
-                picked_sql = _ready_ids_after_sql(self.model, alias, queue_count, now is None)
-                picked_params = (
-                    *ready, priority, run_at_field.get_db_prep_value(run_at, connections[alias]),
-                    pk, limit, *ready, priority, limit, limit)
-        return self.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, now)
+        arguments): one statement; with ``after``, of the jobs after that position only
+        (claim/plain.py)."""
+        return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now, after=after)
 
     def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
         """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
-        statement (the driver's ``claim_jobs``), and return them as jobs in claim order."""
-        alias = self._write_alias()
-        connection = connections[alias]
-        # Without ``now``, claim times and leases come from the database's clock when the row is
-        # taken: not from this host's clock, read before a lock wait (``claim_jobs``).
-        at = {} if now is None else {"claimed_at": now,
-                                     "lease_expires_at": now + dt.timedelta(seconds=lease_seconds)}
-        set_values = {
-            "status": JobStatus.RUNNING,
-            "claimed_by": worker_id[:255],
-            "claim_token": uuid.uuid4(),
-            **at,
-        }
-        assignments = tuple((name, PARAM) for name in set_values)
-        clock_params = []
-        if now is None:
-            assignments += (("claimed_at", NOW), ("lease_expires_at", NOW_PLUS))
-            clock_params = [float(lease_seconds)]
-        # The claim knows what it set: the rows bring back only the other columns (each loaded
-        # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
-        # The lease is the claim time plus the lease, computed here rather than read back.
-        # A ready row never has a cancel request (cancel() sets one only on running jobs, and
-        # retry_now clears it): known to be empty, not read back.
-        returned = _returned_fields(self.model, (*set_values, *NOT_CANCELLED, "claimed_at",
-                                                 "lease_expires_at"))
-        statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
-        params = [
-            self.model._meta.get_field(name).get_db_prep_save(value, connection)
-            for name, value in set_values.items()
-        ]
-        rows = returning.fetch(connection, statement, (*params, *clock_params, *picked_params))
-        set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
-        if now is None and rows:
-            # Every row ends with the claim time, as text: parsed once for the whole claim.
-            claimed_at = parse_datetime(rows[0][-1])
-            if settings.USE_TZ and timezone.is_naive(claimed_at):  # SQLite's text is UTC
-                claimed_at = claimed_at.replace(tzinfo=dt.timezone.utc)
-            elif not settings.USE_TZ and timezone.is_aware(claimed_at):  # as the ORM reads it
-                claimed_at = timezone.make_naive(claimed_at)
-            set_values["claimed_at"] = claimed_at
-            set_values["lease_expires_at"] = claimed_at + dt.timedelta(seconds=lease_seconds)
-            rows = [row[:-1] for row in rows]
-        jobs = rows_to_models(self.model, alias, rows, fields=returned,
-                              known={**set_values, **NOT_CANCELLED})
-        jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
-        return jobs
+        statement, and return them as jobs in claim order (claim/plain.py)."""
+        return plain.claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now)
 
     # ---- bulk state changes --------------------------------------------------------------
     def cancel(self, now=None, *, by=None) -> int:
@@ -498,97 +391,6 @@ class JobQuerySet(models.QuerySet):
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:
-        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job."""
-        now = now or timezone.now()
-        by_queue: dict = {}
-        rows = self.values_list("queue", "status").annotate(n=Count("pk")).order_by()
-        for queue, status, count in rows:
-            by_queue.setdefault(queue, QueueStats(queue)).counts[status] = count
-        oldest = self.ready(now).values_list("queue").annotate(oldest=Min("run_at")).order_by()
-        for queue, oldest_ready_at in oldest:
-            stats = by_queue.setdefault(queue, QueueStats(queue))
-            stats.oldest_ready_at = oldest_ready_at
-            stats.lag_seconds = max((now - oldest_ready_at).total_seconds(), 0.0)
-        return dict(sorted(by_queue.items()))
-
-
-
-# ---- helpers of claim -------------------------------------------------------------------------
-# The claim runs a few hundred times a second per worker; its SQL text is built once per shape.
-@receiver(setting_changed)
-def _forget_sql(*, setting, **kwargs):
-    """The claim's SQL text depends on USE_TZ (SQLite's clock) and the databases."""
-    if setting in ("USE_TZ", "DATABASES"):
-        _ready_ids_sql.cache_clear()
-        _ready_ids_after_sql.cache_clear()
-        _claim_sql.cache_clear()
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_sql(model, alias, queue_count, db_clock):
-    return ops(connections[alias]).ready_ids(model, queue_count=queue_count, db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_after_sql(model, alias, queue_count, db_clock):
-    return ops(connections[alias]).ready_ids_after(model, queue_count=queue_count,
-                               db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=256)
-def _claim_sql(model, alias, assignments, returning, picked_sql):
-    return ops(connections[alias]).claim_jobs(picked_sql, model, assignments, returning)
-
-
-@functools.lru_cache(maxsize=16)
-def _returned_fields(model, set_fields) -> tuple:
-    return tuple(f.name for f in model._meta.concrete_fields if f.name not in set_fields)
-
-
-def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
-    """Model instances, as ``Model.from_db`` makes them, from ``rows`` of ``fields`` (names;
-    default every concrete field, in order) plus ``known`` values ``{name: value}`` of the fields
-    the rows leave out. Row values are converted as the ORM converts query results (JSON text,
-    SQLite's dates and UUIDs...)."""
-    connection = connections[alias]
-    fields = tuple(fields or (f.name for f in model._meta.concrete_fields))
-    attnames, converters = _conversion_plan(connection, model, fields)
-    known = {model._meta.get_field(name).attname: value for name, value in (known or {}).items()}
-    direct = builds_directly(model)  # once per claim, not per row
-    instances = []
-    for row in rows:
-        values = list(row)
-        for index, col, functions in converters:
-            for convert in functions:
-                values[index] = convert(values[index], col, connection)
-        attrs = dict(zip(attnames, values, strict=True))
-        attrs.update(known)
-        instances.append(new_instance(model, attrs, db=alias, adding=False, direct=direct))
-    return instances
-
-
-def _conversion_plan(connection, model, fields):
-    """(attnames, [(index, column, converters)] for the columns that have converters), cached
-    on the connection (converters depend on the database backend)."""
-    plans = connection.__dict__.setdefault("_sqlqueue_conversion_plans", {})
-    plan = plans.get((model, fields))
-    if plan is None:
-        table = model._meta.db_table
-        model_fields = [model._meta.get_field(name) for name in fields]
-        converters = []
-        for index, field in enumerate(model_fields):
-            col = field.get_col(table)
-            functions = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
-            if (ops(connection).returns_values_before_affinity
-                    and field.get_internal_type() == "FloatField"):
-                # SQLite's RETURNING gives the value before the column's REAL affinity applies
-                # (5, not the 5.0 a SELECT reads); the ORM has no converter for that.
-                functions.append(_as_float)
-            if functions:
-                converters.append((index, col, functions))
-        plan = plans[(model, fields)] = ([f.attname for f in model_fields], converters)
-    return plan
-
-
-def _as_float(value, expression, connection):
-    return value if value is None else float(value)
+        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job
+        (observability/queue_stats.py)."""
+        return queue_stats(self, now)

@@ -28,7 +28,7 @@ import operator
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models.expressions import DatabaseDefault
 
 from .. import signals
@@ -55,6 +55,31 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
         for job in jobs:
             if signals.is_job_function(job):
                 signals.send(signals.job_enqueued, sender, job=job)
+
+
+def insert_job(job, alias: str):
+    """Insert one job from ``prepare()`` on ``alias``; with a unique key that an unfinished job
+    already holds, insert nothing and return that job instead (``Job.objects.enqueue``)."""
+    if job.unique_key is None:
+        insert_jobs([job], alias)
+        return job
+    for _ in range(3):
+        try:
+            # A savepoint, so that a duplicate key does not break the caller's transaction.
+            with transaction.atomic(using=alias):
+                insert_jobs([job], alias)
+            return job
+        except IntegrityError:
+            existing = (
+                type(job).objects.using(alias)
+                .unfinished()
+                .filter(unique_key=job.unique_key)
+                .first()
+            )
+            if existing is not None:
+                return existing
+            job.pk = None  # the holder finished in between: try the insert again
+    raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
 
 
 def _insert(jobs: list, alias: str, batch_size: int) -> None:
