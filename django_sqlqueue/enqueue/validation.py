@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..conf import QUEUE_NAME_RE
+from ..db.job_table import MAX_PRIORITY, MIN_PRIORITY  # the same range as django.tasks
 from ..exceptions import (
     InvalidConcurrencyKey,
     InvalidPayload,
@@ -19,7 +20,6 @@ from ..exceptions import (
     InvalidUniqueKey,
 )
 
-MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
 UNIQUE_KEY_MAX_LENGTH = 255
 # Made once: json.dumps() with options builds a new encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
