@@ -321,14 +321,13 @@ class JobQuerySet(models.QuerySet):
             picked = picked.select_for_update(skip_locked=True)
         if limit is not None:
             picked = picked[:limit]
-        limit_chars = get_settings().MAX_TRACEBACK_CHARS
-        clock = [] if now is None else [connection.ops.adapt_datetimefield_value(now)]
         # FOR UPDATE needs a transaction, even for one statement; inside a caller's, no savepoint.
         with transaction.atomic(using=alias, savepoint=False):
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-            statement = ops(connection).rescue_jobs(self.model, picked_sql, db_clock=now is None)
-            rescued = returning.fetch(connection, statement, [
-                *clock, *picked_params, WORKER_LOST_TYPE, reason, limit_chars])
+            rescued = returning.fetch(connection, *ops(connection).rescue_jobs(
+                self.model, picked_sql=picked_sql, picked_params=picked_params, now=now,
+                error_type=WORKER_LOST_TYPE, reason=reason,
+                message_limit=get_settings().MAX_TRACEBACK_CHARS))
             if rescued and signals.has_receivers(signals.job_rescued, self.model):
                 self._send_rescued([pk for pk, _ in rescued], alias, reason)
         return len(rescued)
@@ -384,9 +383,11 @@ class JobQuerySet(models.QuerySet):
         if after is not None:
             picked = picked.filter(pk__gt=after)
         picked = picked.values("pk")[:limit]
-        picked_sql, params = picked.query.get_compiler(using=alias).as_sql()
+        picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+        statement, params = ops(connection).delete_jobs(
+            self.model, picked_sql=picked_sql, picked_params=picked_params)
         with connection.cursor() as cursor:
-            cursor.execute(ops(connection).delete_jobs(self.model, picked_sql), params)
+            cursor.execute(statement, params)
             return [row[0] for row in cursor.fetchall()]
 
     # ---- stats ---------------------------------------------------------------------------

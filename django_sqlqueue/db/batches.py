@@ -23,8 +23,10 @@ def short_transaction(alias: str, statement_timeout: float | None = None):
     connection = connections[alias]
     outermost = not connection.in_atomic_block
     with transaction.atomic(using=alias):
-        text = ops(connection).statement_timeout()
-        if outermost and statement_timeout is not None and text is not None:
-            with connection.cursor() as cursor:
-                cursor.execute(text, [str(max(1, round(statement_timeout * 1000)))])
+        if outermost and statement_timeout is not None:
+            statement = ops(connection).statement_timeout(seconds=statement_timeout)
+            if statement is not None:
+                with connection.cursor() as cursor:
+                    text, params = statement
+                    cursor.execute(text, params)
         yield connection

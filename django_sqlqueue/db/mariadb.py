@@ -74,25 +74,25 @@ class MariaDBDriver(DatabaseDriver):
                                for row in sorted(rows, key=lambda row: row[0])])
         return statements.record_outcomes(table, col), [document]
 
-    def elect_leader(self, model, worker_model):
+    def _elect_leader(self, model, worker_model):
         quote = self.connection.ops.quote_name
         col = self.columns(model, ("name", "holder", "elected_at", "expires_at"))
         return statements.elect_leader(
             quote(model._meta.db_table), col, quote(worker_model._meta.db_table),
             quote(worker_model._meta.get_field("name").column))
 
-    def rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True):
+    def _rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True):
         table = self.connection.ops.quote_name(model._meta.db_table)
         return statements.rescue_jobs(table, self.columns(model, self.RESCUE_FIELDS), picked_sql,
                                       db_clock=db_clock)
 
-    def advance_schedule(self, model):
+    def _advance_schedule(self, model):
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, ("id", "next_run_at", "version", "paused_at", "retired_at",
                                    "skipped_ticks", "last_skipped_at"))
         return statements.advance_schedule(table, col)
 
-    def delete_jobs(self, model, picked_ids_sql: str) -> str:
+    def _delete_jobs(self, model, picked_ids_sql: str) -> str:
         quote = self.connection.ops.quote_name
         return statements.delete_jobs(quote(model._meta.db_table), quote(model._meta.pk.column),
                                       picked_ids_sql)

@@ -124,9 +124,10 @@ class PostgreSQLDriver(DatabaseDriver):
         # RETURNING qualified: picked has the same columns.
         return now, errors, "IS NOT DISTINCT FROM", f"job.{col['id']}, job.{col['status']}"
 
-    def statement_timeout(self) -> str | None:
+    def statement_timeout(self, *, seconds: float) -> tuple | None:
         # SET LOCAL statement_timeout takes no parameter: its function does.
-        return "SELECT set_config('statement_timeout', %s, true)"
+        return ("SELECT set_config('statement_timeout', %s, true)",
+                [str(max(1, round(seconds * 1000)))])
 
     def repeatable_read(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"

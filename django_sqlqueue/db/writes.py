@@ -79,11 +79,16 @@ class WriteStatements:
     # Used by worker/maintenance/ and the queryset methods behind it (queries.py: rescue,
     # delete_in_batches). Each statement is one short transaction's work.
 
-    def elect_leader(self, model, worker_model):
-        """Take or renew a leadership for a holder unless another holder's term is still
-        running; SQL text whose RETURNING gives the holder only when it now leads.
+    def elect_leader(self, model, worker_model, *, name: str, holder: str,
+                     term_seconds: float) -> tuple:
+        """Take or renew the leadership ``name`` for ``holder`` unless another holder's term is
+        still running; (statement, params) whose rows give the holder only when it now leads
+        (run it with ``returning.fetch``)."""
+        return self._elect_leader(model, worker_model), [name, holder, float(term_seconds)]
 
-        Parameters, in order: the leadership's name, the holder, the term in seconds. One upsert
+    def _elect_leader(self, model, worker_model):
+        """elect_leader's statement. Parameters, in order: the leadership's name, the holder,
+        the term in seconds. One upsert
         by the database's clock: a vacant name is inserted; the holder's own term is renewed;
         another holder's term is taken over once it has run out, or, by a registered worker, at
         once when that holder has no worker row (a worker that exited cleanly or was reaped, or
@@ -123,10 +128,20 @@ class WriteStatements:
         pairs = ", ".join(f"'{key}', {values[key]}" for key in ERROR_ENTRY_KEYS)
         return f"{self.json_object}({pairs})"
 
-    def rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True) -> str:
-        """Give back, in one UPDATE, the running jobs that ``picked_sql`` selects as
-        interrupted: their worker was lost; SQL text whose RETURNING gives (id, new status) of
-        each job rescued.
+    def rescue_jobs(self, model, *, picked_sql: str, picked_params, error_type: str,
+                    reason: str, message_limit: int, now=None) -> tuple:
+        """Give back the running jobs that ``picked_sql`` (with ``picked_params``) selects as
+        interrupted by the loss of their worker, recording ``error_type`` and ``reason`` (the
+        message cut at ``message_limit``); (statement, params) whose rows are (id, new status)
+        of each job rescued (run it with ``returning.fetch``). "Now" is the database's clock
+        unless ``now`` is given."""
+        clock = [] if now is None else [self.connection.ops.adapt_datetimefield_value(now)]
+        statement = self._rescue_jobs(model, picked_sql, db_clock=now is None)
+        return statement, [*clock, *picked_params, error_type, reason, message_limit]
+
+    def _rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True) -> str:
+        """rescue_jobs' statement: in one UPDATE; SQL text whose RETURNING gives (id, new
+        status) of each job rescued.
 
         ``picked_sql`` selects columns named ``id, claim_token, lease_expires_at`` (on
         PostgreSQL with ``FOR UPDATE SKIP LOCKED``). Parameters, in order: (without
@@ -181,9 +196,20 @@ class WriteStatements:
         same value" as an operator, the RETURNING list)."""
         raise NotImplementedError
 
-    def advance_schedule(self, model) -> str:
-        """Move one schedule's cursor, if it is still where the caller read it; SQL text whose
-        RETURNING gives the schedule's id when it moved.
+    def advance_schedule(self, model, *, schedule_id, cursor, version, next_run_at,
+                         skipped: int, last_skipped_at) -> tuple:
+        """Move the cursor of schedule ``schedule_id`` to ``next_run_at`` if it is still
+        ``cursor`` at ``version`` (as the caller read them), counting ``skipped`` ticks, the
+        latest at ``last_skipped_at`` (None keeps the column); (statement, params) whose rows
+        give the schedule's id when it moved (run it with ``returning.fetch``)."""
+        at = self.connection.ops.adapt_datetimefield_value
+        return self._advance_schedule(model), [
+            at(next_run_at), skipped, None if last_skipped_at is None else at(last_skipped_at),
+            schedule_id, at(cursor), version]
+
+    def _advance_schedule(self, model) -> str:
+        """advance_schedule's statement; SQL text whose RETURNING gives the schedule's id when
+        it moved.
 
         Parameters, in order: the new ``next_run_at``, the number of ticks skipped, the latest
         tick skipped (None keeps the column), then the schedule's id, its ``next_run_at`` and
@@ -209,17 +235,20 @@ class WriteStatements:
             f"{self.lock_clause()}) RETURNING {col['id']}"
         )
 
-    def delete_jobs(self, model, picked_ids_sql: str) -> str:
-        """DELETE the jobs whose ids ``picked_ids_sql`` selects, in one statement; SQL text
-        whose RETURNING gives their ids. Parameters: those of ``picked_ids_sql``."""
+    def delete_jobs(self, model, *, picked_sql: str, picked_params) -> tuple:
+        """DELETE the jobs whose ids ``picked_sql`` (with ``picked_params``) selects, in one
+        statement; (sql, params) whose rows are their ids."""
+        return self._delete_jobs(model, picked_sql), list(picked_params)
+
+    def _delete_jobs(self, model, picked_ids_sql: str) -> str:
         quote = self.connection.ops.quote_name
         pk = quote(model._meta.pk.column)
         return (f"DELETE FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
                 f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {pk}")
 
-    def statement_timeout(self) -> str | None:
-        """SQL text that limits each later statement of the current transaction to the number of
-        milliseconds of its parameter; None where the database has no such limit."""
+    def statement_timeout(self, *, seconds: float) -> tuple | None:
+        """(sql, params) that limits each later statement of the current transaction to
+        ``seconds`` (at least a millisecond); None where the database has no such limit."""
         return None
 
     def repeatable_read(self) -> str | None:

@@ -157,11 +157,9 @@ def enqueue_ticks(row: Schedule, plan: tick_plan.TickPlan, *, holder: str, now: 
     connection = connections[alias]
     skipped_at = plan.last_skipped
     with transaction.atomic(using=alias):
-        moved = returning.fetch(connection, ops(connection).advance_schedule(Schedule), [
-            _db_time(connection, plan.next_run_at), plan.skipped,
-            None if skipped_at is None else _db_time(connection, skipped_at),
-            row.pk, _db_time(connection, row.next_run_at), row.version,
-        ])
+        moved = returning.fetch(connection, *ops(connection).advance_schedule(
+            Schedule, schedule_id=row.pk, cursor=row.next_run_at, version=row.version,
+            next_run_at=plan.next_run_at, skipped=plan.skipped, last_skipped_at=skipped_at))
         if not moved:
             return Fired(won=False)
         jobs = tuple(_enqueue(row, tick, holder=holder, now=now, alias=alias)
@@ -234,10 +232,6 @@ def _record_runs(row, jobs, holder, alias):
     Schedule.objects.using(alias).filter(pk=row.pk).update(
         last_run_at=last.run_at, last_job_id=last.pk, last_enqueued_by=holder[:255],
         runs=F("runs") + len(jobs))
-
-
-def _db_time(connection, value):
-    return None if value is None else connection.ops.adapt_datetimefield_value(value)
 
 
 _JOB_FIELDS = frozenset(field.name for field in Job._meta.concrete_fields)

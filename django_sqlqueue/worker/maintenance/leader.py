@@ -76,9 +76,9 @@ class Leader:
         """Ask for the term: take it if vacant or run out, renew it if ours. ``now`` is not
         used: a term is real time, on the database's clock, even when a test injects a clock."""
         connection = connections[self.alias]
-        leading = bool(returning.fetch(
-            connection, ops(connection).elect_leader(LeaderRow, Worker),
-            [self.config.name, self.config.holder, float(self.config.term_seconds)]))
+        leading = bool(returning.fetch(connection, *ops(connection).elect_leader(
+            LeaderRow, Worker, name=self.config.name, holder=self.config.holder,
+            term_seconds=self.config.term_seconds)))
         changed = leading != self.leading
         self.leading = leading
         self.renewed_at = self.clock() if leading else None
