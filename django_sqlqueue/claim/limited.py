@@ -165,10 +165,9 @@ def recent_starts(row, clock) -> dict:
 def _first_ready(model, alias, name, clock, room) -> list:
     """The ids of the first ``room`` ready jobs of queue ``name``."""
     connection = connections[alias]
-    db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
     with connection.cursor() as cursor:
-        cursor.execute(ops(connection).ready_ids(model, queue_count=1, db_clock=False),
-                       [db_clock, db_clock, name, room])
+        statement, params = ops(connection).ready_ids(model, queues=[name], limit=room, now=clock)
+        cursor.execute(statement, params)
         return [pk for pk, in cursor.fetchall()]
 
 
@@ -177,7 +176,8 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     key taking more than its per-key limits leave it."""
     connection = connections[alias]
     with connection.cursor() as cursor:
-        cursor.execute(ops(connection).ready_keys(model), [row.name, row.name, KEYS_PER_CLAIM])
+        statement, params = ops(connection).ready_keys(model, queue=row.name, limit=KEYS_PER_CLAIM)
+        cursor.execute(statement, params)
         keys = [key for key, in cursor.fetchall()]
     wanted = {"": room}  # the jobs without a key
     for key in keys:
@@ -209,5 +209,6 @@ def _comparable(when):
 def _ready_queues(model, alias) -> list:
     connection = connections[alias]
     with connection.cursor() as cursor:
-        cursor.execute(ops(connection).ready_queues(model), [10_000])
+        statement, params = ops(connection).ready_queues(model, limit=10_000)
+        cursor.execute(statement, params)
         return [name for name, in cursor.fetchall()]

@@ -9,14 +9,11 @@ import functools
 import uuid
 
 from django.conf import settings
-from django.core.signals import setting_changed
 from django.db import connections
-from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..db import ops, returning
-from ..db.pieces import NOW, NOW_PLUS, PARAM
 from ..statuses import JobStatus
 from .rows import rows_to_models
 
@@ -37,21 +34,12 @@ def claim_ready(queryset, queues, worker_id, limit, lease_seconds, now=None, *,
             .select_for_update(skip_locked=True).values("pk")[:limit]
         )
         picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+    elif after is None:
+        picked_sql, picked_params = ops(connections[alias]).ready_ids(
+            queryset.model, queues=queues, limit=limit, now=now)
     else:
-        queue_count = None if queues is None else len(queues)
-        run_at_field = queryset.model._meta.get_field("run_at")
-        db_now = () if now is None else (
-            run_at_field.get_db_prep_value(now, connections[alias]),) * 2
-        ready = (*db_now, *(queues or ()))
-        if after is None:
-            picked_sql = _ready_ids_sql(queryset.model, alias, queue_count, now is None)
-            picked_params = (*ready, limit)
-        else:
-            priority, run_at, pk = after
-            picked_sql = _ready_ids_after_sql(queryset.model, alias, queue_count, now is None)
-            picked_params = (
-                *ready, priority, run_at_field.get_db_prep_value(run_at, connections[alias]),
-                pk, limit, *ready, priority, limit, limit)
+        picked_sql, picked_params = ops(connections[alias]).ready_ids_after(
+            queryset.model, after=after, queues=queues, limit=limit, now=now)
     return claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds, now)
 
 def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
@@ -70,11 +58,6 @@ def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
         "claim_token": uuid.uuid4(),
         **at,
     }
-    assignments = tuple((name, PARAM) for name in set_values)
-    clock_params = []
-    if now is None:
-        assignments += (("claimed_at", NOW), ("lease_expires_at", NOW_PLUS))
-        clock_params = [float(lease_seconds)]
     # The claim knows what it set: the rows bring back only the other columns (each loaded
     # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
     # The lease is the claim time plus the lease, computed here rather than read back.
@@ -82,12 +65,9 @@ def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
     # retry_now clears it): known to be empty, not read back.
     returned = _returned_fields(queryset.model, (*set_values, *NOT_CANCELLED, "claimed_at",
                                              "lease_expires_at"))
-    statement = _claim_sql(queryset.model, alias, assignments, returned, picked_sql)
-    params = [
-        queryset.model._meta.get_field(name).get_db_prep_save(value, connection)
-        for name, value in set_values.items()
-    ]
-    rows = returning.fetch(connection, statement, (*params, *clock_params, *picked_params))
+    rows = returning.fetch(connection, *ops(connection).claim_jobs(
+        queryset.model, picked_sql=picked_sql, picked_params=picked_params, values=set_values,
+        returning=returned, lease_seconds=lease_seconds if now is None else None))
     set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
     if now is None and rows:
         # Every row ends with the claim time, as text: parsed once for the whole claim.
@@ -103,31 +83,6 @@ def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
                           known={**set_values, **NOT_CANCELLED})
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
     return jobs
-
-
-@receiver(setting_changed)
-def _forget_sql(*, setting, **kwargs):
-    """The claim's SQL text depends on USE_TZ (SQLite's clock) and the databases."""
-    if setting in ("USE_TZ", "DATABASES"):
-        _ready_ids_sql.cache_clear()
-        _ready_ids_after_sql.cache_clear()
-        _claim_sql.cache_clear()
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_sql(model, alias, queue_count, db_clock):
-    return ops(connections[alias]).ready_ids(model, queue_count=queue_count, db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_after_sql(model, alias, queue_count, db_clock):
-    return ops(connections[alias]).ready_ids_after(model, queue_count=queue_count,
-                                                   db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=256)
-def _claim_sql(model, alias, assignments, returning, picked_sql):
-    return ops(connections[alias]).claim_jobs(picked_sql, model, assignments, returning)
 
 
 @functools.lru_cache(maxsize=16)

@@ -9,6 +9,10 @@ cheaply, ``outages.py`` tells a database gone from a job's failure, and ``clock.
 database's clock.
 """
 
+from django.core.signals import setting_changed
+from django.db import connections
+from django.dispatch import receiver
+
 from .base import DatabaseDriver, UnsupportedDriver
 from .mariadb import MariaDBDriver
 from .postgresql import PostgreSQLDriver
@@ -26,3 +30,12 @@ def ops(connection) -> DatabaseDriver:
         driver = DRIVERS.get(connection.vendor, UnsupportedDriver)(connection)
         connection.sqlqueue_ops = driver
         return driver
+
+
+@receiver(setting_changed)
+def _forget_drivers(*, setting, **kwargs):
+    """A driver's SQL text depends on USE_TZ (SQLite's clock) and on the databases: made
+    again after they change (tests change them)."""
+    if setting in ("USE_TZ", "DATABASES"):
+        for connection in connections.all(initialized_only=True):
+            connection.__dict__.pop("sqlqueue_ops", None)

@@ -48,6 +48,17 @@ class DatabaseDriver(WriteStatements):
 
     def __init__(self, connection):
         self.connection = connection
+        self.texts = {}  # SQL text by shape: the claim runs a few hundred times a second
+
+    def cached(self, key, build, *args, **kwargs) -> str:
+        """The SQL text ``build(*args, **kwargs)`` for ``key``, built once per shape (bounded:
+        the cache is emptied past 512 shapes)."""
+        text = self.texts.get(key)
+        if text is None:
+            if len(self.texts) >= 512:
+                self.texts.clear()
+            text = self.texts[key] = build(*args, **kwargs)
+        return text
 
     def columns(self, model, names) -> dict:
         """``{field name: its quoted column}`` of ``model``."""
@@ -101,7 +112,36 @@ class DatabaseDriver(WriteStatements):
         skip_locked = self.connection.features.has_select_for_update_skip_locked
         return " FOR UPDATE SKIP LOCKED" if skip_locked else ""
 
-    def ready_ids(self, model, *, queue_count: int | None, db_clock: bool = True) -> str:
+    def _ready_params(self, model, now, queues) -> tuple:
+        """The parameters of the ready condition (now twice, unless the database's clock) and
+        of the queue condition."""
+        if now is None:
+            return (*(queues or ()),)
+        db_now = model._meta.get_field("run_at").get_db_prep_value(now, self.connection)
+        return (db_now, db_now, *(queues or ()))
+
+    def ready_ids(self, model, *, limit: int, queues=None, now=None) -> tuple:
+        """The ids of the first ``limit`` ready jobs of ``queues`` (None: every queue) in claim
+        order, due at ``now`` (None: the database's clock when the statement gets to the rows);
+        (sql, params). Locked ``FOR UPDATE SKIP LOCKED`` where the database has it."""
+        queue_count = None if queues is None else len(queues)
+        text = self.cached(("ready_ids", model, queue_count, now is None), self._ready_ids,
+                           model, queue_count=queue_count, db_clock=now is None)
+        return text, [*self._ready_params(model, now, queues), limit]
+
+    def ready_ids_after(self, model, *, after: tuple, limit: int, queues=None, now=None) -> tuple:
+        """As ``ready_ids``, of the jobs after ``after``, a position in claim order
+        ``(priority, run_at, id)``: the bounded claim's read; (sql, params)."""
+        queue_count = None if queues is None else len(queues)
+        text = self.cached(("ready_ids_after", model, queue_count, now is None),
+                           self._ready_ids_after, model, queue_count=queue_count,
+                           db_clock=now is None)
+        ready = self._ready_params(model, now, queues)
+        priority, run_at, pk = after
+        run_at = model._meta.get_field("run_at").get_db_prep_value(run_at, self.connection)
+        return text, [*ready, priority, run_at, pk, limit, *ready, priority, limit, limit]
+
+    def _ready_ids(self, model, *, queue_count: int | None, db_clock: bool = True) -> str:
         """SELECT the ids of ready jobs in claim order, up to a limit; returns the SQL text.
 
         Parameters, in order: (without ``db_clock``: now, now,) the queue names (``queue_count``
@@ -128,7 +168,7 @@ class DatabaseDriver(WriteStatements):
             f"LIMIT %s{self.lock_clause()}"
         )
 
-    def ready_ids_after(self, model, *, queue_count: int | None, db_clock: bool = True) -> str:
+    def _ready_ids_after(self, model, *, queue_count: int | None, db_clock: bool = True) -> str:
         """SELECT the ids of ready jobs that come after a position in claim order (a priority,
         a run_at and an id: the last job this worker claimed), in claim order, up to a limit;
         returns the SQL text. The bounded claim of claim/bounded.py.
@@ -148,7 +188,7 @@ class DatabaseDriver(WriteStatements):
         ranges, and its second part is not run when the first fills the limit.
         """
         col = self.columns(model, ("id", "run_at", "priority"))
-        ready = self.ready_ids(model, queue_count=queue_count, db_clock=db_clock)
+        ready = self._ready_ids(model, queue_count=queue_count, db_clock=db_clock)
         head, order = ready.split(" ORDER BY ", 1)  # the ready conditions; order, limit, lock
         tail = order.split(" LIMIT ", 1)[1]  # "%s" and the lock
         same = (f"{head} AND {col['priority']} = %s "
@@ -163,20 +203,21 @@ class DatabaseDriver(WriteStatements):
     # The claim of paused and limited queues (claim/limited.py): only a worker that finds a
     # queue paused or limited in the Queue table runs these.
 
-    def ready_queues(self, model) -> str:
-        """SELECT the distinct queue names of ready rows, in name order, up to a limit
-        (parameter); returns the SQL text. A skip scan: one probe of ``sqlqueue_job_ready`` per
+    def ready_queues(self, model, *, limit: int) -> tuple:
+        """SELECT the distinct queue names of ready rows, in name order, up to ``limit``;
+        (sql, params). A skip scan: one probe of ``sqlqueue_job_ready`` per
         queue, however many rows each holds, where ``SELECT DISTINCT`` would read every ready
         row. Due or not (a queue found with only later jobs costs its claim one empty probe)."""
-        return self._ready_distinct(model, "queue", "")
+        return self._ready_distinct(model, "queue", ""), [limit]
 
-    def ready_keys(self, model) -> str:
-        """SELECT the distinct concurrency keys (not "", no key) of one queue's ready rows, in
-        key order, up to a limit; returns the SQL text. Parameters: the queue, the queue again,
-        the limit. A skip scan of ``sqlqueue_job_ready_by_key``: one probe per key, so a key
-        with a backlog of 100,000 jobs costs what a key with one costs."""
-        queue = f"{self.columns(model, ('queue',))['queue']} = %s AND "
-        return self._ready_distinct(model, "concurrency_key", queue, after="''")
+    def ready_keys(self, model, *, queue: str, limit: int) -> tuple:
+        """SELECT the distinct concurrency keys (not "", no key) of ``queue``'s ready rows, in
+        key order, up to ``limit``; (sql, params). A skip scan of ``sqlqueue_job_ready_by_key``:
+        one probe per key, so a key with a backlog of 100,000 jobs costs what a key with one
+        costs."""
+        condition = f"{self.columns(model, ('queue',))['queue']} = %s AND "
+        text = self._ready_distinct(model, "concurrency_key", condition, after="''")
+        return text, [queue, queue, limit]
 
     def _ready_distinct(self, model, field: str, queue: str, after="") -> str:
         """The recursive skip scan of ready_queues and ready_keys: each step finds the smallest
@@ -226,7 +267,27 @@ class DatabaseDriver(WriteStatements):
                 f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
         return rows, f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
 
-    def claim_jobs(self, picked_ids_sql: str, model, assignments, returning) -> str:
+    def claim_jobs(self, model, *, picked_sql: str, picked_params, values: dict,
+                   returning: tuple, lease_seconds: float | None = None) -> tuple:
+        """Set the rows whose ids ``picked_sql`` (with ``picked_params``) selects running: each
+        field of ``values`` to its value, one more attempt and, with ``lease_seconds``,
+        ``claimed_at`` to the database's "now" and ``lease_expires_at`` to that plus
+        ``lease_seconds``; (statement, params) whose rows are the fields of ``returning`` and,
+        with ``lease_seconds``, last the claim time as text (run it with ``returning.fetch``).
+        """
+        assignments = tuple((name, PARAM) for name in values)
+        clock = []
+        if lease_seconds is not None:
+            assignments += (("claimed_at", NOW), ("lease_expires_at", NOW_PLUS))
+            clock = [float(lease_seconds)]
+        statement = self.cached(("claim_jobs", model, assignments, returning, picked_sql),
+                                self._claim_jobs, picked_sql, model, assignments, returning)
+        get_field, connection = model._meta.get_field, self.connection
+        params = [get_field(name).get_db_prep_save(value, connection)
+                  for name, value in values.items()]
+        return statement, [*params, *clock, *picked_params]
+
+    def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning) -> str:
         """UPDATE the picked rows and return the columns of ``returning`` (field names); returns
         the SQL text. ``assignments`` are ``(field name, PARAM | NOW | NOW_PLUS)``: their
         parameters, in that order, come before those of ``picked_ids_sql``. With NOW, each row

@@ -46,7 +46,7 @@ class MariaDBDriver(DatabaseDriver):
     def ready_rows(self, rows):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
 
-    def claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
+    def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name
         _, _, values, _ = self._claim_clock()
         sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"

@@ -137,13 +137,12 @@ def test_behind_a_held_snapshot_the_bounded_claim_skips_what_was_claimed_since()
         Job.objects.filter(pk__in=[job.pk for job in claimed]).update(status="succeeded")
         with connection.cursor() as cursor:
             cursor.execute(insert, [100])
-            full_sql = ops(connection).ready_ids(Job, queue_count=None)
-            full_plan, full_buffers = _explain(cursor, full_sql, [10])
+            full_sql, params = ops(connection).ready_ids(Job, limit=10)
+            full_plan, full_buffers = _explain(cursor, full_sql, params)
             last = max(claimed, key=lambda job: (-job.priority, job.run_at, job.pk))
-            after = [0, last.run_at, last.pk]
-            bounded_sql = ops(connection).ready_ids_after(Job, queue_count=None)
-            bounded_plan, bounded_buffers = _explain(
-                cursor, bounded_sql, [*after, 10, 0, 10, 10])
+            after = (0, last.run_at, last.pk)
+            bounded_sql, params = ops(connection).ready_ids_after(Job, after=after, limit=10)
+            bounded_plan, bounded_buffers = _explain(cursor, bounded_sql, params)
     finally:
         held.close()
     # Both read the ready index in claim order, without a sort; the bounded one starts its

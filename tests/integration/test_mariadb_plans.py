@@ -40,9 +40,9 @@ def _fill_analyzed(ready_insert: str):
 
 def _claim_plan(queues) -> dict:
     """ANALYZE (run, with the plan) of the id-picking part of the claim, as a dict."""
-    picked = ops(connection).ready_ids(Job, queue_count=None if queues is None else len(queues))
+    picked, params = ops(connection).ready_ids(Job, queues=queues, limit=10)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE FORMAT=JSON " + picked, [*(queues or ()), 10])
+        cursor.execute("ANALYZE FORMAT=JSON " + picked, params)
         block = json.loads(cursor.fetchone()[0])["query_block"]
     assert "filesort" not in json.dumps(block), block  # claim order comes from the index
     (step,) = block["nested_loop"]

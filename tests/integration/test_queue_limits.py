@@ -201,20 +201,19 @@ def test_a_limited_backlog_of_100k_jobs_is_never_read_by_a_claim(analyzed):
     now = timezone.now()
     # The per-key claim with "big" at its limit: the unkeyed part and the part of "small".
     nodes, most = explain(*ops(connection).ready_ids_by_key(Job, "limited",
-                                                 {"": 5, "small": 5}, now))
+                                                           {"": 5, "small": 5}, now))
     assert most <= 10, nodes  # at most 5 rows of each of the two keys
     assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
         "sqlqueue_job_ready_by_key"}
     assert not any(n["Node Type"] == "Sort" for n in nodes), nodes  # read in index order
     # Finding the ready keys: one probe per key, not 100,000 rows.
-    nodes, most = explain(ops(connection).ready_keys(Job), ["limited", "limited", 400])
+    nodes, most = explain(*ops(connection).ready_keys(Job, queue="limited", limit=400))
     assert most <= 5, nodes
     # Finding the ready queues (a worker of every queue, when some are limited or paused).
-    nodes, most = explain(ops(connection).ready_queues(Job), [10_000])
+    nodes, most = explain(*ops(connection).ready_queues(Job, limit=10_000))
     assert most <= 5, nodes
     # The claim of an unlimited queue next to the backlog.
-    nodes, most = explain(ops(connection).ready_ids(Job, queue_count=1, db_clock=False),
-                          [now, now, "default", 10])
+    nodes, most = explain(*ops(connection).ready_ids(Job, queues=["default"], limit=10, now=now))
     assert most <= 5, nodes
     queue_control.set_limits("limited", key_concurrency_limit=0)
     claimed = Job.objects.claim(None, "w", limit=10)  # the unkeyed job and "default"'s
