@@ -114,15 +114,18 @@ def new_job_fields(
         else due + dt.timedelta(seconds=defaults.max_age),
         "enqueued_at": now,
         "unique_key": validation.unique_key(unique_key),
-        # The state of a new job: the table's database defaults, set here as well so that a
-        # prepared Job is complete and equal to its row before it is inserted.
-        "status": JobStatus.QUEUED,
-        "attempts": 0,
-        "interruptions": 0,
-        "errors": [],
+        **new_job_state(),
         # The fields that only a claim or an outcome sets have no default: None, filled in by
         # build_job (or Job.__init__).
     }
+
+
+def new_job_state() -> dict:
+    """The state of a new job, for every route that makes one (``@job``, ``django.tasks``, a
+    schedule's tick): the table's database defaults, set here as well so that a prepared Job is
+    complete and equal to its row before it is inserted. A new dict each time (``errors`` is a
+    list of the job's own)."""
+    return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": []}
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

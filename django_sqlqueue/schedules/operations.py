@@ -19,9 +19,8 @@ from django.db.models import F
 
 from ..db import ops, returning
 from ..db.clock import database_now
-from ..enqueue.building import build_job
+from ..enqueue.building import build_job, new_job_state
 from ..models import Job, Schedule
-from ..statuses import JobStatus
 from . import tick_plan
 from .declare import declared, tick_key
 
@@ -220,7 +219,7 @@ def _enqueue(row: Schedule, tick, *, holder, now, alias, manual=False):
         expires_at=None if max_age is None else tick + dt.timedelta(seconds=max_age),
         enqueued_at=now,
         unique_key=tick_key(row.name, tick),
-        status=JobStatus.QUEUED, attempts=0, errors=[],
+        **new_job_state(),
     )
     job = Job.objects.using(alias).enqueue_prepared(build_job(Job, fields), using=alias)
     logger.info("schedule name=%s tick=%s job=%s by=%s", row.name, entry["tick"], job.pk, holder)
