@@ -306,11 +306,7 @@ class DatabaseDriver(WriteStatements):
         """
         quote = self.connection.ops.quote_name
         clock, clock_from, values, now_column = self._claim_clock()
-        sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
-                for name, how in assignments]
-        attempts = quote(model._meta.get_field("attempts").column)
-        sets.append(f"{attempts} = {attempts} + 1")
-        columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+        sets, columns = self._claim_sets(model, assignments, values, returning)
         if any(how == NOW for _, how in assignments):
             columns += f", {now_column}"
         return (
@@ -318,6 +314,17 @@ class DatabaseDriver(WriteStatements):
             f"SET {', '.join(sets)}{clock_from} "
             f"WHERE {quote(model._meta.pk.column)} IN ({picked_ids_sql}) RETURNING {columns}"
         )
+
+    def _claim_sets(self, model, assignments, values: dict, returning) -> tuple[list, str]:
+        """claim_jobs' SET list (each assignment's SQL from ``values``, and one more attempt)
+        and its returned columns."""
+        quote = self.connection.ops.quote_name
+        sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
+                for name, how in assignments]
+        attempts = quote(model._meta.get_field("attempts").column)
+        sets.append(f"{attempts} = {attempts} + 1")
+        columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+        return sets, columns
 
     def _claim_clock(self) -> tuple[str, str, dict, str]:
         """claim_jobs' clock: (a leading CTE, its FROM, the SQL of PARAM, NOW and NOW_PLUS, the

@@ -49,11 +49,7 @@ class MariaDBDriver(DatabaseDriver):
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name
         _, _, values, _ = self._claim_clock()
-        sets = [f"{quote(model._meta.get_field(name).column)} = {values[how]}"
-                for name, how in assignments]
-        attempts = quote(model._meta.get_field("attempts").column)
-        sets.append(f"{attempts} = {attempts} + 1")
-        columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+        sets, columns = self._claim_sets(model, assignments, values, returning)
         # The column set to NOW, read back as text like PostgreSQL's clock.now::text.
         claimed_at = next((quote(model._meta.get_field(name).column)
                            for name, how in assignments if how == NOW), None)
