@@ -150,7 +150,12 @@ SQL_ASSEMBLY = {
                # ORDER BY (head, tail) and the two index ranges built of it and quoted columns.
                "head", "tail", "lower",
                # Issue 19, MariaDB: "`is_ready` = 1 AND " or "" (ready).
-               "ready"},
+               "ready",
+               # Issue 25, interruptions: the rescue's condition of quoted columns (again,
+               # _runs_again), status constants (JobStatus.X.value) and the message's constant
+               # endings (statuses.INTERRUPTION_RUNS_AGAIN, INTERRUPTION_FINAL).
+               "again", "_runs_again", "JobStatus", "INTERRUPTION_RUNS_AGAIN",
+               "INTERRUPTION_FINAL"},
     # Issue 19, MariaDB's statements: quoted names (table, pk, col, column, workers,
     # worker_name, columns), the clock's SQL text (now, later), assignments of those and of
     # status constants (sets, returned), the ORM's compiled picked ids (picked_ids_sql), %s
