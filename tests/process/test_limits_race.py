@@ -16,6 +16,7 @@ import pytest
 from django_sqlqueue import queue_control
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
+from tests.support.waiting import wait_until
 from tests.testapp.models import Run
 from tests.testapp.tasks import timed
 
@@ -112,13 +113,6 @@ def test_a_key_at_its_limit_does_not_starve_other_keys_or_queues(start_worker):
     assert last_other < hog_runs[20].started_at
 
 
-def wait_for(condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_paused_queue_stops_every_worker_within_a_poll_interval(start_worker):
     """Pausing while a job of the queue runs: it finishes; within one poll interval the workers
     claim nothing more of the queue, and enqueueing goes on; resumed, its jobs run."""
@@ -126,17 +120,21 @@ def test_a_paused_queue_stops_every_worker_within_a_poll_interval(start_worker):
     workers = [start_worker("--concurrency", "2", "--poll-interval", str(poll), "--no-scheduler")
                for _ in range(2)]
     running = timed.using(queue="emails").enqueue(2, "first")
-    wait_for(lambda: Run.objects.filter(job_id=running.pk).exists())
+    wait_until(lambda: Run.objects.filter(job_id=running.pk).exists(),
+               what="the first job to start", worker=workers)
     queue_control.pause("emails", by="test")
     time.sleep(poll + 0.5)  # every worker has read the pause by now
     held = [timed.using(queue="emails").enqueue(0, "held") for _ in range(5)]
     other = timed.using(queue="free").enqueue(0, "other")  # other queues keep flowing
-    wait_for(lambda: Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED)
-    wait_for(lambda: Job.objects.get(pk=running.pk).status == JobStatus.SUCCEEDED)
+    wait_until(lambda: Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED,
+               what="the other queue's job to succeed", worker=workers)
+    wait_until(lambda: Job.objects.get(pk=running.pk).status == JobStatus.SUCCEEDED,
+               what="the first job to succeed", worker=workers)
     time.sleep(poll * 2)
     assert not Run.objects.filter(key="held").exists()
     assert set(Job.objects.filter(pk__in=[j.pk for j in held]).values_list("status", flat=True)
                ) == {JobStatus.QUEUED}
     queue_control.resume("emails")
-    wait_for(lambda: Run.objects.filter(key="held", finished_at__isnull=False).count() == 5)
+    wait_until(lambda: Run.objects.filter(key="held", finished_at__isnull=False).count() == 5,
+               what="the 5 held jobs to run once resumed", worker=workers)
     assert all(worker.is_running() for worker in workers)
