@@ -36,6 +36,16 @@ def sized(ci, soak):
     return soak if SOAK else ci
 
 
+def pytest_collection_modifyitems(config, items):
+    """Soak runs last as long as they take: no per-test timeout for the chaos suite then (each
+    scenario's waits still have their deadlines)."""
+    if SOAK:
+        here = Path(__file__).parent
+        for item in items:
+            if here in item.path.parents:
+                item.add_marker(pytest.mark.timeout(0), append=False)
+
+
 def seed() -> int:
     """Random seed of the run: SQLQUEUE_CHAOS_SEED to replay one, else new each run (printed)."""
     return int(os.environ.get("SQLQUEUE_CHAOS_SEED") or random.SystemRandom().randrange(10**6))

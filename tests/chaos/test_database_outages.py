@@ -17,7 +17,7 @@ from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 JOBS = sized(3_000, 50_000)
 CONCURRENCIES = (1, 2, 4, 1, 2, 4)

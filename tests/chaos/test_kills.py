@@ -14,7 +14,8 @@ from tests.chaos.ledger import tally
 from tests.support.waiting import StopWaiting, wait_until
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(900)]
 
 JOBS = sized(10_000, 100_000)
 CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))
@@ -65,7 +66,7 @@ def test_random_sigkills_lose_no_job(start_worker, reliability, max_attempts):
         return True
 
     wait_until(killing_until_done, what="every job to succeed through the kills", interval=0,
-               timeout=min_seconds + sized(900, 3600),
+               timeout=min_seconds + sized(600, 3600),
                context=lambda: f"{_succeeded()} of {len(jobs)} succeeded, "
                                f"{len(fleet.killed)} kills")
     fleet.wait_until(lambda: _succeeded() == len(jobs), what="every job to succeed")

@@ -17,7 +17,7 @@ from tests.testapp.models import Execution
 from tests.testapp.tasks import always_fails, record
 
 # slow: two real workers behind a held transaction, 20-30 s a database (the Django 6.1 pass).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 FULL_CLAIM_INTERVAL = 0.5
 #: Every full claim counts as slow: the workers claim with a bound all the time, but for one

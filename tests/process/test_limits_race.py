@@ -80,6 +80,7 @@ def largest_claim_per_key(queue) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_racing_workers_keep_every_limit_and_run_every_job_once(start_worker):
     queue_control.set_limits("capped", concurrency_limit=QUEUE_LIMIT)
     queue_control.set_limits("keyed", key_concurrency_limit=KEY_LIMIT)

@@ -117,6 +117,7 @@ def test_a_schedule_ticks_once_per_tick_across_a_database_restart(start_worker,
 
 @pytest.mark.postgresql
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_three_workers_and_a_2_second_schedule_for_60_seconds(start_worker):
     """The issue's acceptance test: every tick in a 60 s window has exactly one job, and the
     worker that enqueued it is recorded. About 70 s: it runs in the PostgreSQL pass only."""

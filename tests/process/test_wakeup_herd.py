@@ -18,7 +18,8 @@ from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import record
 
-pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.timeout(900)]
 
 WORKERS = 8
 JOBS = 20

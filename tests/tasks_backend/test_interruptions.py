@@ -33,6 +33,7 @@ def _interrupted_entries(job) -> list:
 
 
 @pytest.mark.server_database
+@pytest.mark.timeout(900)  # restarts the server, as the chaos scenarios do
 def test_database_restarts_fail_no_task_at_the_defaults(start_worker, database_server):
     if database_server is None:
         pytest.skip("needs the suite's own server (DATABASE_URL names an outside one)")
