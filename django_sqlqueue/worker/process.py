@@ -113,8 +113,13 @@ class WorkerProcess(WorkerReporting):
         self.wakeup.start()
         self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
+        # A failed beat is tried again within half an interval, never later: with the usual
+        # backoff (up to 10 s), a beat that failed a few times in a row outlived the leases it
+        # renews (5 s in the chaos suite), and the held jobs were rescued from a live worker,
+        # each rescue an interruption (a MariaDB chaos run of killed connections used up a
+        # job's three).
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
-                    until=self.finished)
+                    until=self.finished, max_delay=self.config.heartbeat_interval / 2)
         threading.Thread(target=self._watch_cancels, name="sqlqueue-cancels",
                          daemon=True).start()
         self._every(self.config.maintenance_interval, self._maintain, "maintenance",
@@ -365,11 +370,11 @@ class WorkerProcess(WorkerReporting):
             lease_seconds=self.config.lease_seconds,
         )
 
-    def _every(self, seconds, step, name, *, until, keep_connection=False):
+    def _every(self, seconds, step, name, *, until, keep_connection=False, max_delay=10.0):
         """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set
         (``resilience.run_every``)."""
         run_every(seconds, step, name, alias=self.alias, until=until,
-                  keep_connection=keep_connection, logger=logger)
+                  keep_connection=keep_connection, max_delay=max_delay, logger=logger)
 
     def _install_signal_handlers(self):
         if threading.current_thread() is not threading.main_thread():

@@ -60,13 +60,15 @@ class Backoff:
         return delay
 
 
-def call_with_retry(fn, *, alias: str, what: str, deadline: float | None = None, stop=None):
-    """Call ``fn`` until it succeeds, retrying transient database errors with backoff.
+def call_with_retry(fn, *, alias: str, what: str, deadline: float | None = None, stop=None,
+                    max_delay: float = 10.0):
+    """Call ``fn`` until it succeeds, retrying transient database errors with backoff (0.5 s,
+    doubling, up to ``max_delay``).
 
     Gives up (re-raising) after ``deadline`` (a time.monotonic() value) or once ``stop()`` is
     true, so a shutdown is never held hostage by a database that is gone.
     """
-    backoff = Backoff()
+    backoff = Backoff(maximum=max_delay)
     while True:
         try:
             return fn()
@@ -131,17 +133,20 @@ class DatabaseGate:
         return True
 
 
-def run_every(seconds, step, name, *, alias, until, keep_connection=False, logger=logger):
+def run_every(seconds, step, name, *, alias, until, keep_connection=False, max_delay=10.0,
+              logger=logger):
     """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
     ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
     connection from one pass to the next instead of opening one per pass; for steps that
     run every second, where a new connection (a server process forked, authenticated and
-    set up) cost more than the pass itself. Failures are logged on ``logger``."""
+    set up) cost more than the pass itself. A failed pass is tried again with backoff up to
+    ``max_delay`` (``call_with_retry``); failures are logged on ``logger``."""
     def loop():
         while not until.wait(seconds):
             failed = False
             try:
-                call_with_retry(step, alias=alias, what=name, stop=until.is_set)
+                call_with_retry(step, alias=alias, what=name, stop=until.is_set,
+                                max_delay=max_delay)
             except TRANSIENT:
                 failed = True
             except Exception:
