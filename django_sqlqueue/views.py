@@ -5,9 +5,9 @@ from django.db import router
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from . import metrics as worker_metrics
 from .models import Job
-from .queue_metrics import QueueMetricsCollector
+from .observability import metrics as worker_metrics
+from .observability.queue_metrics import QueueMetricsCollector
 
 
 @require_GET

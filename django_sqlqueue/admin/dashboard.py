@@ -2,9 +2,9 @@
 and throughput over 1 h (a chart, minute by minute), 24 h and 7 d; it refreshes itself.
 
 Everything comes from ``snapshot.take()`` (six cheap queries at any table size: see
-snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view permission,
-every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part as HTML,
-which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
+observability/snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view
+permission, every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part
+as HTML, which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
 script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
@@ -24,9 +24,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import queue_control, snapshot
 from ..conf import get_settings
 from ..models import Job
+from ..observability import snapshot
+from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
 from .display import STATUS_COLOURS, seconds_text, status_label

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import metrics, runner
-from ..execution import report
+from ..observability import metrics
+from ..run import runner
+from ..run.execution import report
 from .log_format import fields
 from .outcome_writer import OutcomeWriter
 from .resilience import DatabaseGate, tidy_connections

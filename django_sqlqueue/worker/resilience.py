@@ -10,7 +10,7 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .. import outages
+from ..db import outages
 
 logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError)
@@ -131,3 +131,34 @@ class DatabaseGate:
                 self._checking.release()
             self._open.wait(backoff.next_delay())
         return True
+
+
+def run_every(seconds, step, name, *, alias, until, keep_connection=False, max_delay=10.0,
+              logger=logger):
+    """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
+    ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
+    connection from one pass to the next instead of opening one per pass; for steps that
+    run every second, where a new connection (a server process forked, authenticated and
+    set up) cost more than the pass itself. A failed pass is tried again with backoff up to
+    ``max_delay`` (``call_with_retry``); failures are logged on ``logger``."""
+    def loop():
+        while not until.wait(seconds):
+            failed = False
+            try:
+                call_with_retry(step, alias=alias, what=name, stop=until.is_set,
+                                max_delay=max_delay)
+            except TRANSIENT:
+                failed = True
+            except Exception:
+                failed = True
+                logger.exception("%s failed; trying again in %gs", name, seconds)
+            finally:
+                connection = connections[alias]
+                if failed:
+                    drop_connection(alias)  # a fresh one for the next pass
+                elif not (keep_connection
+                          and connection.settings_dict.get("CONN_MAX_AGE") == 0):
+                    # Closed when broken or past CONN_MAX_AGE.
+                    connection.close_if_unusable_or_obsolete()
+
+    threading.Thread(target=loop, name=f"sqlqueue-{name}", daemon=True).start()

@@ -126,7 +126,7 @@ def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll
 ):
     import psycopg
 
-    from django_sqlqueue import notify
+    from django_sqlqueue.enqueue import notify
 
     monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter(burst=1))
     limits = {"POLL_INTERVAL_SECONDS": 120.0, "NOTIFY_PER_SECOND": 0.2}  # second look: 10 s
