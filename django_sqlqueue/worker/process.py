@@ -151,6 +151,7 @@ class WorkerProcess(WorkerReporting):
                 backoff.reset()
             except TRANSIENT as exc:
                 drop_connection(self.alias)
+                self.pool.gate.suspect()  # the job threads' connections may be broken too
                 if not outages.reachable(self.alias):
                     self.pool.gate.close("a claim failed")
                 delay = backoff.next_delay()
