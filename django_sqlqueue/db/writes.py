@@ -153,7 +153,9 @@ class WriteStatements:
         would append (``error_entry``, with ``"traceback": ""`` and ``"interrupted": true``).
         Fenced on the claim token and the lease as read, so a heartbeat that renewed the lease
         meanwhile wins (on PostgreSQL the picked rows are locked, on SQLite the statement runs
-        under the write lock).
+        under the write lock). MariaDB's fence is its lock step alone: ``picked_sql`` is read
+        with the rows locked, so the values read stay the row's until the UPDATE; it does not
+        compare values that ``picked_sql`` read some other way.
         """
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, self.RESCUE_FIELDS)
