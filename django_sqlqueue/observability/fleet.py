@@ -20,7 +20,7 @@ from ..conf import get_settings
 from ..db.clock import database_now
 from ..models import Job, Worker
 from .autoscale import Measurements, QueueLoad, ScaleSettings, desired_processes
-from .liveness import serves
+from .liveness import ALIVE, serves
 
 #: Job slots per process assumed while no worker is alive to say (runworker's --concurrency
 #: default), so that scale-from-zero still has a number.
@@ -122,6 +122,17 @@ def measure(alias: str = "default", queues=None) -> Fleet:
     return Fleet(taken_at=now, queues=tuple(loads[name] for name in sorted(loads)),
                  processes=len(live), slots=sum(w.concurrency for w in live),
                  done={w.name: w.jobs_done for w in live})
+
+
+def from_snapshot(snap) -> Fleet:
+    """The same reading from a dashboard snapshot (observability/snapshot.py), with no query of
+    its own: its due and running counts and lags, and the workers it does not presume dead."""
+    live = [w for w in snap.live_workers if w.state == ALIVE]
+    return Fleet(taken_at=snap.taken_at, queues=tuple(
+        QueueLoad(q.name, due=q.counts["queued"], running=q.counts["running"],
+                  oldest_due_age=q.lag_seconds) for q in snap.queues),
+        processes=len(live), slots=sum(w.concurrency for w in live),
+        done={w.name: w.jobs_done for w in live})
 
 
 def _live_workers(alias, now) -> list:

@@ -10,19 +10,20 @@ due and running jobs. The window (at least a target wait, and three looks) spans
 more, so a burst of reports does not read as a burst of work.
 
 The supervisor may fork its children: it must hold no database connection then, so each look
-closes the connections it opened (``after_look``).
+closes the connections it opened, pools included (``after_look``).
 """
 
 import collections
 import time
 from dataclasses import dataclass
 
-from django.db import connections, router
+from django.db import router
 
 from ..conf import get_settings
 from ..models import Job
 from ..observability import fleet
 from ..observability.autoscale import ScalerState, ScaleSettings, decide
+from .children import close_connections
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,6 @@ class Sample:
     at: float
     backlog: int  # due and running jobs
     done: dict  # live worker name -> attempts run
-
-
-def close_connections():
-    for connection in connections.all(initialized_only=True):
-        connection.close()
 
 
 class Scaler:
