@@ -36,6 +36,7 @@ class Fleet:
     processes: int = 0
     slots: int = 0
     done: dict = field(default_factory=dict)  # live worker name -> attempts it has run
+    busy: set = field(default_factory=set)  # (host, pid) of the live workers running a job
 
     @property
     def running(self) -> int:
@@ -113,15 +114,19 @@ def measure(alias: str = "default", queues=None) -> Fleet:
     for name, n, oldest in waiting:
         age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
         loads[name] = QueueLoad(name, due=n, oldest_due_age=age if n else None)
-    for name, n in jobs.running().values_list("queue").annotate(n=Count("pk")).order_by():
+    running_by = {}  # worker name -> its running jobs
+    for name, worker, n in (jobs.running().values_list("queue", "claimed_by")
+                            .annotate(n=Count("pk")).order_by()):
         load = loads.get(name, QueueLoad(name))
-        loads[name] = QueueLoad(name, due=load.due, running=n,
+        loads[name] = QueueLoad(name, due=load.due, running=load.running + n,
                                 oldest_due_age=load.oldest_due_age)
+        running_by[worker] = running_by.get(worker, 0) + n
     live = [w for w in _live_workers(alias, now)
             if queues is None or any(serves(w, q) for q in queues)]
     return Fleet(taken_at=now, queues=tuple(loads[name] for name in sorted(loads)),
                  processes=len(live), slots=sum(w.concurrency for w in live),
-                 done={w.name: w.jobs_done for w in live})
+                 done={w.name: w.jobs_done for w in live},
+                 busy={(w.host, w.pid) for w in live if running_by.get(w.name)})
 
 
 def from_snapshot(snap) -> Fleet:
@@ -139,6 +144,6 @@ def _live_workers(alias, now) -> list:
     """Workers whose last heartbeat is at most one of their leases old."""
     default_lease = get_settings().LEASE_SECONDS
     return [w for w in Worker.objects.using(alias).only(
-                "name", "queues", "concurrency", "jobs_done", "last_heartbeat_at",
-                "lease_seconds")
+                "name", "host", "pid", "queues", "concurrency", "jobs_done",
+                "last_heartbeat_at", "lease_seconds")
             if w.last_heartbeat_at + dt.timedelta(seconds=w.lease_seconds or default_lease) >= now]

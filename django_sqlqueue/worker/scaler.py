@@ -14,6 +14,7 @@ closes the connections it opened, pools included (``after_look``).
 """
 
 import collections
+import socket
 import time
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ class Sample:
 class Scaler:
     def __init__(self, *, settings: ScaleSettings, concurrency: int, queues, alias: str,
                  interval: float, measure=fleet.measure, clock=time.monotonic,
-                 after_look=close_connections):
+                 after_look=close_connections, host: str | None = None):
         self.settings = settings
         self.concurrency = concurrency  # this supervisor's --concurrency
         self.queues = queues  # None: every queue
@@ -45,11 +46,13 @@ class Scaler:
         self.measure = measure
         self.clock = clock
         self.after_look = after_look
+        self.host = host or socket.gethostname()  # of its children's Worker rows
         self.state = ScalerState()
         self.window = max(settings.target_wait, 3 * interval)
         self.samples: collections.deque = collections.deque()
         self.next_look = 0.0
         self.last = None  # the latest Decision
+        self.reading = None  # the latest fleet.Fleet
 
     @classmethod
     def for_config(cls, config) -> "Scaler | None":
@@ -63,7 +66,7 @@ class Scaler:
                                           cooldown=conf.AUTOSCALE_COOLDOWN_SECONDS),
                    concurrency=config.concurrency, queues=config.queues,
                    alias=config.database or router.db_for_write(Job),
-                   interval=conf.AUTOSCALE_INTERVAL_SECONDS)
+                   interval=conf.AUTOSCALE_INTERVAL_SECONDS, host=config.host)
 
     def due(self) -> bool:
         return self.clock() >= self.next_look
@@ -76,6 +79,7 @@ class Scaler:
             reading = self.measure(self.alias, self.queues)
         finally:
             self.after_look()
+        self.reading = reading
         arrivals, completions = self._rates(now, reading)
         measurements = reading.measurements(at=now, processes=processes,
                                             concurrency=self.concurrency, arrivals=arrivals,
@@ -83,6 +87,11 @@ class Scaler:
         self.last = decide(measurements, self.settings, self.state)
         self.state = self.last.state
         return self.last
+
+    def busy_pids(self) -> set:
+        """The pids of this host's workers that ran a job at the last look."""
+        busy = self.reading.busy if self.reading else ()
+        return {pid for host, pid in busy if host == self.host}
 
     def _rates(self, now, reading) -> tuple:
         sample = Sample(now, reading.due + reading.running, reading.done)

@@ -128,7 +128,11 @@ class Supervisor:
             for _ in range(decision.desired - len(active)):
                 self._spawn(next(free))
             return
-        for slot in reversed(active[decision.desired:]):  # the youngest slots go first
+        # Idle processes first (none of its jobs running at the look), then the youngest slots:
+        # a busy one would have --shutdown-timeout to finish its jobs, then give them back.
+        busy = self.scaler.busy_pids()
+        order = sorted(active, key=lambda slot: (self.children[slot].pid in busy, -slot))
+        for slot in order[:len(active) - decision.desired]:
             self.retiring.add(slot)
             self.children[slot].send_signal(signal.SIGTERM)
 

@@ -100,3 +100,12 @@ def test_the_documented_sql_gives_the_same_count(oldest_waited):
         cursor.execute(documented_sql())
         (desired,) = cursor.fetchone()
     assert desired == fleet.measure(queues=["default", "emails"]).desired(SETTINGS)
+
+
+def test_the_reading_says_which_live_workers_run_a_job():
+    busy, idle = WorkerFactory(host="h1", pid=11), WorkerFactory(host="h1", pid=12)
+    JobFactory(running=True, claimed_by=busy.name)
+    JobFactory(running=True, claimed_by="gone:1:abcdef")  # its worker is not live
+    reading = fleet.measure()
+    assert reading.busy == {("h1", 11)} and idle.pid not in {pid for _, pid in reading.busy}
+    assert reading.running == 2

@@ -47,7 +47,7 @@ class Exiting(Child):
         return 0 if signal.SIGTERM in self.signals else None
 
 
-def test_autoscale_starts_processes_and_retires_them_without_restarting():
+def test_autoscale_starts_processes_and_retires_idle_ones_without_restarting():
     import datetime as dt
 
     from django_sqlqueue.observability.autoscale import QueueLoad, ScaleSettings
@@ -75,7 +75,9 @@ def test_autoscale_starts_processes_and_retires_them_without_restarting():
     assert len(supervisor.children) == 4
     assert "autoscale 1 -> 4: oldest due job waited 9.0s (target 1s)" in out.getvalue()
 
-    readings.append(Fleet(dt.datetime.now(dt.UTC)))  # drained and idle
+    # Drained: one job left, run by the youngest process; the others idle.
+    readings.append(Fleet(dt.datetime.now(dt.UTC), (QueueLoad("default", running=1),),
+                          busy={(scaler.host, 103)}))
     for second in range(1, 30):
         clock[0] = second
         supervisor._autoscale()
@@ -83,7 +85,8 @@ def test_autoscale_starts_processes_and_retires_them_without_restarting():
             if child.poll() is not None:  # as the supervisor's loop does
                 del supervisor.children[slot]
                 supervisor._child_exited(slot, child, 0)
-    assert list(supervisor.children) == [0]
+    assert list(supervisor.children) == [3]  # the busy one stays, though the youngest
     assert len(started) == 4  # none restarted
     assert out.getvalue().count("retired (exit code 0)") == 3
-    assert [child.signals for child in started[1:]] == [[signal.SIGTERM]] * 3
+    assert [child.signals for child in started] == [[signal.SIGTERM]] * 3 + [[]]
+    assert "autoscale 2 -> 1: slots idle for" in out.getvalue()
