@@ -34,6 +34,7 @@ class Supervisor:
         self.idle = idle  # idle(seconds) between checks; the metrics endpoint serves then
         self.on_child_exited = on_child_exited or (lambda pid: None)
         self.retiring: set = set()  # slots asked to stop by the scaler: never restarted
+        self.measure_failing = False  # the scaler's last look failed (said once)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -111,10 +112,16 @@ class Supervisor:
         try:
             decision = self.scaler.look(len(active))
         except Exception as exc:  # noqa: BLE001 - a database away: keep the processes as they are
-            self._say(f"supervisor: autoscale: cannot measure ({type(exc).__name__}: {exc}); "
-                      f"keeping {len(active)} processes", "supervisor.autoscale_failed",
-                      level="warning", error=f"{type(exc).__name__}: {exc}")
+            if not self.measure_failing:  # once per outage, not at every look
+                self._say(f"supervisor: autoscale: cannot measure ({type(exc).__name__}: "
+                          f"{exc}); keeping {len(active)} process(es) until it can",
+                          "supervisor.autoscale_failed", level="warning",
+                          error=f"{type(exc).__name__}: {exc}")
+            self.measure_failing = True
             return
+        if self.measure_failing:
+            self.measure_failing = False
+            self._say("supervisor: autoscale: measuring again", "supervisor.autoscale_resumed")
         if decision.desired == len(active):
             return
         self.processes = decision.desired

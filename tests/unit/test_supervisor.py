@@ -90,3 +90,24 @@ def test_autoscale_starts_processes_and_retires_idle_ones_without_restarting():
     assert out.getvalue().count("retired (exit code 0)") == 3
     assert [child.signals for child in started] == [[signal.SIGTERM]] * 3 + [[]]
     assert "autoscale 2 -> 1: slots idle for" in out.getvalue()
+
+
+def test_autoscale_keeps_the_processes_while_it_cannot_measure_and_says_so_once():
+    from django_sqlqueue.observability.autoscale import ScaleSettings
+    from django_sqlqueue.worker.scaler import Scaler
+
+    def measure(alias, queues):
+        raise OSError("connection refused")
+
+    scaler = Scaler(settings=ScaleSettings(minimum=1, maximum=4, target_wait=1.0, cooldown=5.0),
+                    concurrency=2, queues=None, alias="default", interval=1.0, measure=measure,
+                    after_look=lambda: None)
+    out = io.StringIO()
+    supervisor = Supervisor(processes=1, start_child=lambda: Child(100), burst=False,
+                            shutdown_timeout=5, out=out, scaler=scaler)
+    supervisor._spawn(0)
+    for _ in range(3):
+        supervisor._autoscale()
+    assert list(supervisor.children) == [0]
+    assert out.getvalue().count("autoscale: cannot measure (OSError: connection refused); "
+                                "keeping 1 process(es) until it can") == 1
