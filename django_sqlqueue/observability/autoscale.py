@@ -51,17 +51,10 @@ class QueueLoad:
     oldest_due_age: float | None = None  # seconds its oldest due job has waited; None: none due
 
 
-@dataclass(frozen=True)
-class Measurements:
-    """What the scaler sees at one look (``at``: seconds on any monotonic clock)."""
+class QueueTotals:
+    """Totals over ``self.queues`` (QueueLoad values), for the classes that hold them."""
 
-    at: float
-    processes: int  # worker processes now (the scaler's own, or the fleet's)
-    concurrency: int  # job slots per process
-    queues: tuple = ()  # of QueueLoad, the queues served
-    busy_share: float = 0.0  # running jobs / live slots, from 0 to 1
-    arrivals_per_second: float | None = None  # None: not known yet (the first look)
-    completions_per_second: float | None = None
+    queues: tuple
 
     @property
     def due(self) -> int:
@@ -75,6 +68,19 @@ class Measurements:
     def oldest_due_age(self) -> float | None:
         ages = [q.oldest_due_age for q in self.queues if q.oldest_due_age is not None]
         return max(ages) if ages else None
+
+
+@dataclass(frozen=True)
+class Measurements(QueueTotals):
+    """What the scaler sees at one look (``at``: seconds on any monotonic clock)."""
+
+    at: float
+    processes: int  # worker processes now (the scaler's own, or the fleet's)
+    concurrency: int  # job slots per process
+    queues: tuple = ()  # of QueueLoad, the queues served
+    busy_share: float = 0.0  # running jobs / live slots, from 0 to 1
+    arrivals_per_second: float | None = None  # None: not known yet (the first look)
+    completions_per_second: float | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from django.db.models import Count, Min, Q
 from ..conf import get_settings
 from ..db.clock import database_now
 from ..models import Job, Worker
-from .autoscale import Measurements, QueueLoad, ScaleSettings, desired_processes
+from .autoscale import Measurements, QueueLoad, QueueTotals, ScaleSettings, desired_processes
 from .liveness import ALIVE, serves
 
 #: Job slots per process assumed while no worker is alive to say (runworker's --concurrency
@@ -28,7 +28,7 @@ DEFAULT_CONCURRENCY = 8
 
 
 @dataclass
-class Fleet:
+class Fleet(QueueTotals):
     """One reading. ``processes`` and ``slots`` count the live workers serving the queues read."""
 
     taken_at: dt.datetime  # by the database's clock
@@ -37,14 +37,6 @@ class Fleet:
     slots: int = 0
     done: dict = field(default_factory=dict)  # live worker name -> attempts it has run
     busy: set = field(default_factory=set)  # (host, pid) of the live workers running a job
-
-    @property
-    def running(self) -> int:
-        return sum(q.running for q in self.queues)
-
-    @property
-    def due(self) -> int:
-        return sum(q.due for q in self.queues)
 
     @property
     def busy_share(self) -> float:
@@ -74,7 +66,7 @@ class Fleet:
 
     def as_json(self) -> dict:
         """The ``autoscale`` part of ``manage.py stats --json`` (docs/autoscaling.md)."""
-        ages = [q.oldest_due_age for q in self.queues if q.oldest_due_age is not None]
+        oldest = self.oldest_due_age
         return {
             "desired_processes": self.desired(),
             "live_processes": self.processes,
@@ -82,7 +74,7 @@ class Fleet:
             "busy_share": round(self.busy_share, 3),
             "due": self.due,
             "running": self.running,
-            "oldest_due_age_seconds": round(max(ages), 3) if ages else None,
+            "oldest_due_age_seconds": None if oldest is None else round(oldest, 3),
             "target_wait_seconds": get_settings().AUTOSCALE_TARGET_WAIT_SECONDS,
             "queues": [{"name": q.queue, "due": q.due, "running": q.running,
                         "oldest_due_age_seconds": None if q.oldest_due_age is None

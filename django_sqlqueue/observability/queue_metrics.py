@@ -110,14 +110,13 @@ class QueueMetricsCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         reading = fleet.measure(self.alias)
-        ages = [q.oldest_due_age for q in reading.queues if q.oldest_due_age is not None]
         for name, text, value in [
             ("sqlqueue_autoscale_desired_processes", "Worker processes the work wants now: "
              "every running and due job on a slot, one more than live while the oldest due job "
              "waits past AUTOSCALE_TARGET_WAIT_SECONDS (docs/autoscaling.md).",
              reading.desired()),
             ("sqlqueue_autoscale_oldest_due_age_seconds", "How long the oldest due job of any "
-             "queue has waited for a slot (0: none is due).", max(ages, default=0.0)),
+             "queue has waited for a slot (0: none is due).", reading.oldest_due_age or 0.0),
             ("sqlqueue_autoscale_busy_share", "Running jobs over the job slots of the live "
              "workers, from 0 to 1.", reading.busy_share),
         ]:
