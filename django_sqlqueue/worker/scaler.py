@@ -53,6 +53,7 @@ class Scaler:
         self.next_look = 0.0
         self.last = None  # the latest Decision
         self.reading = None  # the latest fleet.Fleet
+        self.rates = (None, None)  # the latest (arrivals, completions) per second
 
     @classmethod
     def for_config(cls, config) -> "Scaler | None":
@@ -80,7 +81,7 @@ class Scaler:
         finally:
             self.after_look()
         self.reading = reading
-        arrivals, completions = self._rates(now, reading)
+        arrivals, completions = self.rates = self._rates(now, reading)
         measurements = reading.measurements(at=now, processes=processes,
                                             concurrency=self.concurrency, arrivals=arrivals,
                                             completions=completions)
