@@ -109,3 +109,14 @@ def test_the_reading_says_which_live_workers_run_a_job():
     reading = fleet.measure()
     assert reading.busy == {("h1", 11)} and idle.pid not in {pid for _, pid in reading.busy}
     assert reading.running == 2
+
+
+def test_the_keda_example_runs_the_documented_sql():
+    def words(sql):
+        text = " ".join(sql.replace("AS desired_processes", "").split()).rstrip(";")
+        return text.replace("( ", "(").replace(" )", ")")
+
+    statement = "\n".join(line for line in documented_sql().splitlines()
+                          if not line.startswith("--"))
+    (keda,) = re.findall(r"query: >-\n((?: {10}.*\n)+)", DOC.read_text())
+    assert words(keda) == words(statement)
