@@ -24,7 +24,8 @@ LAYERS = (
     )),
     ("models", ("models",)),
     ("operations", (
-        "queues", "schedules.operations", "observability.snapshot", "observability.throughput",
+        "queues", "schedules.operations", "schedules.runtime", "observability.snapshot",
+        "observability.throughput",
         "observability.queue_metrics", "checks",
     )),
     ("worker", ("worker",)),
