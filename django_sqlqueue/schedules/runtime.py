@@ -67,17 +67,12 @@ def add_schedule(name: str, task, *, cron: str | None = None, every=None,
     error of a bad queue or priority) for a bad definition, ``ScheduleDeclaredInCode`` for the
     name of a schedule declared in code, ``ScheduleExists`` for that of another run-time one.
     """
-    name = _checked_name(name)
-    spec = _spec(name, task, cron=cron, every=every, timezone=timezone, args=args,
-                 kwargs=kwargs, queue=queue, priority=priority, missed=missed,
-                 catch_up=catch_up, grace=grace)
-    if name in {declaration.name for declaration in declared()}:
-        raise ScheduleDeclaredInCode(
-            f"schedule {name!r} is declared in code (@schedule): choose another name.")
     alias = using or router.db_for_write(Schedule)
-    _refuse_taken(alias, name)
+    spec = check(name, task, adding=True, using=alias, cron=cron, every=every,
+                 timezone=timezone, args=args, kwargs=kwargs, queue=queue, priority=priority,
+                 missed=missed, catch_up=catch_up, grace=grace)
     clock = now or database_now(alias)
-    row = Schedule(name=name, source=Schedule.RUNTIME, **spec.definition(),
+    row = Schedule(name=spec.name, source=Schedule.RUNTIME, **spec.definition(),
                    next_run_at=first_tick_after(spec.timetable(), clock), created_at=clock,
                    synced_at=clock)
     try:
@@ -137,10 +132,18 @@ def remove_schedule(name: str, *, using: str | None = None) -> None:
     logger.info("schedule name=%s removed at run time", name)
 
 
-def check(name: str, task, **options) -> ScheduleSpec:
-    """The declaration ``add_schedule`` would write, checked, without writing it: the
-    admin's form validates with it."""
-    return _spec(_checked_name(name), task, **options)
+def check(name: str, task, *, adding: bool = False, using: str | None = None,
+          **options) -> ScheduleSpec:
+    """The schedule ``add_schedule`` (``adding``: the name must be free too) or
+    ``update_schedule`` would write, checked, without writing it; the admin's form validates
+    with it. ``options`` are ``add_schedule``'s."""
+    spec = _spec(_checked_name(name), task, **options)
+    if adding:
+        if name in {declaration.name for declaration in declared()}:
+            raise ScheduleDeclaredInCode(
+                f"schedule {name!r} is declared in code (@schedule): choose another name.")
+        _refuse_taken(using or router.db_for_write(Schedule), name)
+    return spec
 
 
 def _checked_name(name) -> str:
