@@ -156,3 +156,15 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+# The tasks of docs/schedules.md's run-time schedules example (tests/integration/
+# test_runtime_schedules.py runs it as written).
+@job(name="shop.send_report")
+def send_report(customer):
+    return customer
+
+
+@job(name="shop.sync_stock")
+def sync_stock(region):
+    return region
