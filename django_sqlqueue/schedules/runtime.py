@@ -21,6 +21,7 @@ out and enqueues nothing (its write and the change are serialised by the row's l
 row has nothing to move, so once ``remove_schedule`` has committed, no tick of it is enqueued.
 """
 
+import dataclasses
 import datetime as dt
 import logging
 
@@ -183,8 +184,7 @@ def _pinned(spec: ScheduleSpec) -> ScheduleSpec:
     ``settings.TIME_ZONE`` does not move its ticks (a declared one follows the setting)."""
     if spec.cron is None or spec.timezone is not None:
         return spec
-    fields = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
-    return ScheduleSpec(**{**fields, "timezone": spec.zone_name()})
+    return dataclasses.replace(spec, timezone=spec.zone_name())
 
 
 def _arguments_of(row: Schedule, given: dict) -> dict:

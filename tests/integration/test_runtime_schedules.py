@@ -19,18 +19,10 @@ from django_sqlqueue.exceptions import (
 )
 from django_sqlqueue.models import Job, Schedule
 from django_sqlqueue.schedules.runtime import add_schedule, remove_schedule, update_schedule
-from django_sqlqueue.worker.scheduler import Scheduler, SchedulerConfig
+from tests.integration.test_schedules import HOUR, MINUTE, SECOND, T0, UTC, scheduler
 from tests.testapp.tasks import add, send_email
 
 pytestmark = pytest.mark.django_db
-UTC = dt.timezone.utc
-T0 = dt.datetime(2030, 1, 1, tzinfo=UTC)
-SECOND, MINUTE, HOUR = (dt.timedelta(seconds=1), dt.timedelta(minutes=1),
-                        dt.timedelta(hours=1))
-
-
-def scheduler(holder="w1"):
-    return Scheduler(SchedulerConfig(holder=holder), alias="default")
 
 
 def ticks(name):
