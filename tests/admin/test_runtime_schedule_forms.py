@@ -45,7 +45,10 @@ def in_code(declared_schedules):
 
 
 def test_adding_a_schedule_writes_a_runtime_row(client):
-    response = staff(client, "add_schedule").post(ADD, form())
+    page = staff(client, "add_schedule").get(ADD).content.decode()
+    assert '<option value="tests.testapp.tasks.add">' in page  # the registered tasks
+    assert 'name="cron"' in page and 'name="every_seconds"' in page
+    response = client.post(ADD, form())
     assert response.status_code == 302, response.content.decode()
     row = Schedule.objects.get(name="report")
     assert (row.source, row.every_seconds, row.cron, row.payload) == (
