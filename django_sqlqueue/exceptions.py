@@ -52,6 +52,19 @@ class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     missed-tick policy, name or arguments."""
 
 
+class ScheduleDeclaredInCode(InvalidPeriodicSchedule):
+    """The schedule of that name is declared in code (``@schedule``): only the code changes it,
+    and a run-time schedule cannot take its name."""
+
+
+class ScheduleExists(InvalidPeriodicSchedule):
+    """A run-time schedule of that name already exists: change it with ``update_schedule``."""
+
+
+class ScheduleNotFound(SQLQueueError, LookupError):
+    """No schedule has that name (``update_schedule``, ``remove_schedule``)."""
+
+
 class PrometheusClientMissing(SQLQueueError, ImportError):
     """Metrics were asked for (``runworker --metrics-port``, the metrics view) but
     prometheus_client is not installed: ``pip install 'django-sqlqueue[prometheus]'``."""

@@ -172,3 +172,15 @@ def gated(gate, tag=""):
         time.sleep(0.05)
     job = current_job()
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+# The tasks of docs/schedules.md's run-time schedules example (tests/integration/
+# test_runtime_schedules.py runs it as written).
+@job(name="shop.send_report")
+def send_report(customer):
+    return customer
+
+
+@job(name="shop.sync_stock")
+def sync_stock(region):
+    return region
