@@ -156,3 +156,10 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job(name="tests.labels", tags=["reports"], metadata={"source": "task"})
+def labels():
+    """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
+    job = current_job()
+    return {"tags": job.tags, "metadata": job.metadata}
