@@ -17,7 +17,7 @@ class SQLiteDriver(DatabaseDriver):
         serves it; filter by queue, task or time too on a big table)."""
         table = self.connection.ops.quote_name(rows.model._meta.db_table)
         column = self.connection.ops.quote_name(rows.model._meta.get_field("tags").column)
-        has_tag = f"EXISTS (SELECT 1 FROM json_each({table}.{column}) WHERE value = %s)"
+        has_tag = f"EXISTS (SELECT 1 FROM json_each({table}.{column}) WHERE value = %s)"  # noqa: S608
         return rows.extra(where=[has_tag] * len(tags), params=list(tags))  # noqa: S610
 
     def problem(self) -> str | None:

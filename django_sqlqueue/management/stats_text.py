@@ -2,6 +2,7 @@
 
 from ..observability.durations import seconds_text
 from ..observability.snapshot import EXACT_LIMIT
+from ..statuses import JobStatus
 
 #: (heading, what it shows) per column, in order.
 COLUMNS = (
@@ -58,3 +59,29 @@ def lines(snap) -> list[str]:
                      f"{EXACT_LIMIT:,} jobs)" + ("; > the lag is at least this" if "queued" in
                                                   snap.estimated else ""))
     return [head, *table, *notes]
+
+
+def tagged_lines(tags, stats: dict) -> list[str]:
+    """``stats --tag``: the jobs with every one of ``tags``, per queue, by status, and lag;
+    ``stats`` is ``JobQuerySet.stats()`` of them."""
+    rows = [["QUEUE", *(status.upper() for status in JobStatus.values), "LAG"]]
+    for queue, queue_stats in stats.items():
+        lag = queue_stats.lag_seconds
+        rows.append([queue, *(str(queue_stats.counts.get(status, 0))
+                              for status in JobStatus.values),
+                     "-" if lag is None else seconds_text(lag, coarse=True)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+             for row in rows]
+    return [f"jobs tagged {', '.join(tags)}", *table, *([] if stats else ["no jobs"])]
+
+
+def tagged_json(tags, stats: dict) -> dict:
+    """``stats --tag --json``: ``{"tags": [...], "queues": {queue: {"counts": {status: n},
+    "lag_seconds": s or null}}}``."""
+    return {"tags": list(tags), "queues": {
+        queue: {"counts": {status: queue_stats.counts.get(status, 0)
+                           for status in JobStatus.values},
+                "lag_seconds": queue_stats.lag_seconds}
+        for queue, queue_stats in stats.items()}}
