@@ -46,10 +46,7 @@ def lines(snap) -> list[str]:
             str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),
             str(queue.live_workers),
         ])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    table = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-             for row in rows]
+    table = _aligned(rows)
     notes = [f"! queue {q.name}: jobs are due and no live worker takes it"
              for q in snap.queues if q.unserved]
     if not snap.queues:
@@ -70,11 +67,15 @@ def tagged_lines(tags, stats: dict) -> list[str]:
         rows.append([queue, *(str(queue_stats.counts.get(status, 0))
                               for status in JobStatus.values),
                      "-" if lag is None else seconds_text(lag, coarse=True)])
+    return [f"jobs tagged {', '.join(tags)}", *_aligned(rows), *([] if stats else ["no jobs"])]
+
+
+def _aligned(rows) -> list[str]:
+    """``rows`` of cells as lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-             for row in rows]
-    return [f"jobs tagged {', '.join(tags)}", *table, *([] if stats else ["no jobs"])]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+            for row in rows]
 
 
 def tagged_json(tags, stats: dict) -> dict:
