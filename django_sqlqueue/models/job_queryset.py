@@ -117,11 +117,13 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
         (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
-        ``unique_key``, ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
+        ``unique_key`` (with ``unique_states`` and ``unique_period``), ``tags``, ``metadata``,
+        ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
         ``retry_min_delay`` / ``retry_max_delay`` / ``retry_jitter``, and ``using`` (database
         alias; default: the router's choice for Job).
 
-        With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
+        With a ``unique_key`` that an unfinished job already holds (or, with ``unique_states`` or
+        ``unique_period``, a job in those statuses or that period), nothing is inserted and that
         job is returned instead.
         """
         return self.enqueue_prepared(self.prepare(task, args, kwargs, **options), using=using)
