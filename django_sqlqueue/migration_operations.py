@@ -48,6 +48,43 @@ class AddJobIndex(migrations.AddIndex):
         return f"{super().describe()} (concurrently on PostgreSQL)"
 
 
+class AddJobConstraint(migrations.AddConstraint):
+    """``AddConstraint`` of a partial unique constraint (an index, on PostgreSQL) that builds
+    (and, reversed, drops) its index ``CONCURRENTLY`` on PostgreSQL, as ``AddJobIndex`` does,
+    an interrupted build's leftover dropped first; as ``AddConstraint`` elsewhere. The migration
+    must be ``atomic = False``. The model state is ``AddConstraint``'s."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if not ops(schema_editor.connection).builds_indexes_concurrently:
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return None
+        name = schema_editor.quote_name(self.constraint.name)
+        if _invalid_index_exists(schema_editor, self.constraint.name):
+            schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        # Django has no concurrent form of a unique index: its own statement, made concurrent.
+        create = str(self.constraint.create_sql(model, schema_editor))
+        prefix = "CREATE UNIQUE INDEX "
+        if not create.startswith(prefix):  # only a partial unique constraint is an index
+            raise ValueError(f"AddJobConstraint builds unique indexes, not: {create}")
+        schema_editor.execute(prefix + "CONCURRENTLY " + create.removeprefix(prefix))
+        return None
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if not ops(schema_editor.connection).builds_indexes_concurrently:
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return None
+        name = schema_editor.quote_name(self.constraint.name)
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        return None
+
+    def describe(self):
+        return f"{super().describe()} (concurrently on PostgreSQL)"
+
+
 def _invalid_index_exists(schema_editor, name: str) -> bool:
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(INDEX_IS_INVALID, [schema_editor.quote_name(name)])

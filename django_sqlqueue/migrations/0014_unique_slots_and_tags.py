@@ -3,11 +3,14 @@ and metadata on jobs (docs/api.md).
 
 The slot's unique index holds only the jobs that hold their slot (db/job_table.py); MariaDB has
 no partial indexes, so there it is a unique index on a generated column, as migration 0012 does
-for the unique key. PostgreSQL gets a GIN index on tags (db/postgresql.py), built CONCURRENTLY:
-SQLite and MariaDB filter by tag without an index. Both are SQL the model state does not hold.
+for the unique key (one ALTER TABLE, which rebuilds the table as 0012's did). PostgreSQL gets a
+GIN index on tags (db/postgresql.py); SQLite and MariaDB filter by tag without an index. Those
+two are SQL that the model state does not hold.
 
-Not atomic: PostgreSQL cannot build an index concurrently inside a transaction, and MariaDB
-refuses DDL in one. Every step can run again after a failure.
+On PostgreSQL every new index is built CONCURRENTLY, so writes go on while it is built
+(migration_operations.py), and a build cut short is redone by running the migration again. Not
+atomic: PostgreSQL cannot build an index concurrently inside a transaction, and MariaDB refuses
+DDL in one.
 """
 
 import django.db.models.expressions
@@ -15,7 +18,7 @@ import django.db.models.lookups
 from django.db import migrations, models
 
 from django_sqlqueue.db import mariadb_statements, postgresql
-from django_sqlqueue.migration_operations import AddJobIndex
+from django_sqlqueue.migration_operations import AddJobConstraint, AddJobIndex
 
 
 def _on(vendor, statement):
@@ -66,7 +69,7 @@ class Migration(migrations.Migration):
             index=models.Index(condition=models.Q(("unique_slot__isnull", False)),
                                fields=["unique_slot"], name="sqlqueue_job_unique_slots"),
         ),
-        migrations.AddConstraint(
+        AddJobConstraint(
             model_name="job",
             constraint=models.UniqueConstraint(
                 condition=models.Q(
