@@ -5,7 +5,8 @@ The race of many processes is tests/process/test_unique_race.py."""
 import datetime as dt
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from django_sqlqueue.db.job_table import UNIQUE_STATE_BITS
 from django_sqlqueue.enqueue.building import unique_slot
@@ -137,3 +138,18 @@ def test_bad_options_are_refused_at_enqueue(options, message):
     with pytest.raises(InvalidUniqueKey, match=message):
         add.using(unique_key="k", **options).enqueue(1, 2)
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_goes_back_and_forth_and_the_database_still_decides():
+    executor = MigrationExecutor(connection)
+    leaf = executor.loader.graph.leaf_nodes("django_sqlqueue")
+    name = next(name for app, name in executor.loader.disk_migrations
+                if app == "django_sqlqueue" and name.endswith("_unique_slots_and_tags"))
+    (parent,) = [dep for app, dep in executor.loader.get_migration("django_sqlqueue",
+                                                                  name).dependencies]
+    try:
+        executor.migrate([("django_sqlqueue", parent)])
+    finally:
+        MigrationExecutor(connection).migrate(leaf)
+    test_the_database_refuses_a_second_holder_not_only_enqueue()
