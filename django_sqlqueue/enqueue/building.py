@@ -21,6 +21,7 @@ from django.utils import timezone
 from ..conf import QueueSettings, get_settings
 from ..db.instances import new_instance
 from ..db.job_table import unique_states_mask
+from ..exceptions import InvalidUniqueKey
 from ..statuses import UNFINISHED_STATUSES, JobStatus
 from . import validation
 
@@ -110,6 +111,10 @@ def prepare_job(model, task, args, kwargs, options=None):
     if options:
         own = {name: _OWN_CHECKS[name](options[name]) for name in _OWN_CHECKS.keys() & options}
         if own:  # this call's own tags, metadata or unique key's statuses and period
+            if (own.get("unique_states") or own.get("unique_period")) and merged.get(
+                    "unique_key") is None:
+                raise InvalidUniqueKey("unique_states and unique_period apply to a unique_key: "
+                                       "pass unique_key too (e.g. f'sync-{customer.pk}').")
             defaults = dataclasses.replace(defaults, **own)
     fields = new_job_fields(
         defaults, args, kwargs, run_at=merged.get("run_at"), delay=merged.get("delay"),

@@ -118,7 +118,9 @@ def test_task_defaults_and_per_call_options():
     assert job.unique_slot.startswith("a@")
     plain = task.using(unique_key="b", unique_period=None).enqueue(1, 2)
     assert (plain.unique_key, plain.unique_slot) == ("b", None)
-    assert task.enqueue(1, 2).unique_slot is None  # a period without a key is no key
+    assert task.enqueue(1, 2).unique_slot is None  # a task's period without a key is no key
+    with pytest.raises(InvalidUniqueKey, match="pass unique_key too"):
+        Job.objects.enqueue(add, (1, 2), unique_period=60)  # an enqueue's is a mistake
 
 
 def test_bulk_enqueue_refuses_slots():
