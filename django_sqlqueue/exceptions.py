@@ -40,7 +40,16 @@ class InvalidRetryPolicy(InvalidJob):
 
 
 class InvalidUniqueKey(InvalidJob):
-    """The unique key is not a non-empty string of at most 255 characters."""
+    """The unique key is not a non-empty string of at most 255 characters, or its
+    ``unique_states`` or ``unique_period`` is not valid."""
+
+
+class InvalidTags(InvalidJob):
+    """The tags are not a list of at most 20 distinct short strings."""
+
+
+class InvalidMetadata(InvalidJob):
+    """The metadata is not a small JSON object."""
 
 
 class InvalidConcurrencyKey(InvalidJob):

@@ -253,6 +253,11 @@ def job_template(spec: ScheduleSpec, conf: QueueSettings | None = None) -> tuple
         payload, max_age, task_name = fields["payload"], None, fields["task_name"]
     options = {key: fields[key] for key in JOB_OPTION_FIELDS}
     options["max_age_seconds"] = max_age
+    if isinstance(spec.task, JobTask):
+        # The task's tags and metadata go with each tick's job; named only when set, so that
+        # the rows of schedules without them stay as they were.
+        options.update({key: value for key, value in (("tags", defaults.tags),
+                                                      ("metadata", defaults.metadata)) if value})
     return task_name, payload, options
 
 

@@ -184,3 +184,10 @@ def send_report(customer):
 @job(name="shop.sync_stock")
 def sync_stock(region):
     return region
+
+
+@job(name="tests.labels", tags=["reports"], metadata={"source": "task"})
+def labels():
+    """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
+    job = current_job()
+    return {"tags": job.tags, "metadata": job.metadata}
