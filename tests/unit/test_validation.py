@@ -310,6 +310,9 @@ def test_second_function_under_a_taken_name_is_refused():
 
 
 # ---- settings.SQLQUEUE --------------------------------------------------------------------------
+# The system check reads every database's features (Django runs the model checks against every
+# alias); on MariaDB that connects to each one, unless an earlier test already did.
+@pytest.mark.django_db(databases="__all__")
 @pytest.mark.parametrize(
     "sqlqueue, expected",
     [
@@ -350,6 +353,7 @@ def test_bad_settings_raise_improperly_configured_and_fail_the_check(settings, s
     assert expected[0] in str(check.value)
 
 
+@pytest.mark.django_db(databases="__all__")  # as above: the check reads every database
 def test_valid_settings_pass_the_check_and_apply(settings):
     settings.SQLQUEUE = {"MAX_ATTEMPTS": 9, "DEFAULT_QUEUE": "main", "LEASE_SECONDS": 5}
     call_command("check")  # raises SystemCheckError on any error
