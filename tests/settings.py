@@ -38,7 +38,11 @@ if VENDOR not in ("sqlite", "postgresql", "pgbouncer", "mariadb"):
     raise RuntimeError(
         f"SQLQUEUE_TEST_DATABASE={VENDOR!r}: use 'sqlite', 'postgresql', 'pgbouncer' or 'mariadb'."
     )
-if "DATABASE_URL" in os.environ:
+if os.environ.get("SQLQUEUE_TEST_DATABASE_JSON"):
+    # The whole "default" entry, for what a URL cannot say: a multi-host failover pair
+    # (tests/postgres_pair.py) for the subprocesses of tests/chaos/test_failover.py.
+    DATABASES = {"default": json.loads(os.environ["SQLQUEUE_TEST_DATABASE_JSON"])}
+elif "DATABASE_URL" in os.environ:
     # A given server, or (in worker subprocesses) the test database of the parent run.
     DATABASES = {"default": env.db("DATABASE_URL")}
     if VENDOR == "sqlite":

@@ -1,0 +1,131 @@
+"""A throwaway primary and a streaming standby (tests/postgres_cluster.py twice): the failover
+tests kill the primary and promote the standby, as a failover manager (Patroni,
+pg_auto_failover) or a managed service (RDS Multi-AZ, Cloud SQL HA) does.
+
+- ``Pair(synchronous=True)``: the primary waits, at each commit, for the standby to have the WAL
+  on disk (``synchronous_commit = on`` with ``synchronous_standby_names = '*'``): a commit that
+  returned is on the standby. ``synchronous=False`` is streaming replication's default: a commit
+  returns once it is on the primary's disk, and the standby follows a moment later.
+- ``crash()`` SIGKILLs the primary's postmaster and every one of its processes at once, as a
+  machine that dies: nothing is flushed or sent after it.
+- ``promote()`` is ``pg_ctl promote`` on the standby, which then takes writes.
+- ``django_database(name)`` is the ``DATABASES`` entry that finds whichever server takes writes:
+  libpq's multi-host ``HOST``/``PORT`` lists with ``target_session_attrs=read-write``.
+
+Both servers keep fsync off, as in the rest of the suite: the crash here kills processes, not the
+machine, so what the operating system holds survives it either way. What a crash loses is decided
+by replication: what the standby had received when the primary died.
+"""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+
+from tests.postgres_cluster import Cluster
+
+
+class Pair:
+    def __init__(self, *, synchronous: bool):
+        self.synchronous = synchronous
+        settings = {"wal_level": "replica", "max_wal_senders": 4, "wal_sender_timeout": "5s",
+                    "synchronous_commit": "on"}
+        if synchronous:
+            settings["synchronous_standby_names"] = "*"
+        self.primary = Cluster(options=settings)
+        # The standby starts without synchronous_standby_names: once promoted it has no standby
+        # of its own, and a commit would wait for one forever.
+        self.standby = Cluster(options={"synchronous_commit": "on", "hot_standby": "on",
+                                        "cluster_name": "standby"})
+        self.promoted = False
+
+    def start(self, timeout=60):
+        self.primary.start()
+        self.standby._run(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.port),
+            "-U", self.primary.superuser, "-D", str(self.standby.datadir),
+            "-X", "stream", "-R", "--no-sync", "--checkpoint=fast",
+        )
+        self.standby.start()
+        self.wait_streaming(timeout)
+        return self
+
+    def wait_streaming(self, timeout=60):
+        """Until the primary streams to the standby (and counts it as synchronous, if so)."""
+        want = "sync" if self.synchronous else "async"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.connect(self.primary) as conn:
+                states = conn.execute(
+                    "SELECT state, sync_state FROM pg_stat_replication").fetchall()
+            if ("streaming", want) in states:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the standby is not streaming ({want}) after {timeout}s: {states}")
+
+    def connect(self, cluster, dbname="postgres", **kwargs):
+        return psycopg.connect(host="127.0.0.1", port=cluster.port, user=cluster.superuser,
+                               dbname=dbname, autocommit=True, **kwargs)
+
+    def create_database(self, name):
+        with self.connect(self.primary) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+    def django_database(self, name) -> dict:
+        """A ``DATABASES`` entry reaching the writable server of the pair, whichever it is."""
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": self.primary.superuser,
+            # libpq tries each host in turn and keeps the first that takes writes: the standby
+            # refuses while it is one, and the dead primary refuses at once.
+            "HOST": "127.0.0.1,127.0.0.1",
+            "PORT": f"{self.primary.port},{self.standby.port}",
+            "OPTIONS": {"target_session_attrs": "read-write", "connect_timeout": 3},
+            "CONN_MAX_AGE": 600,
+            "CONN_HEALTH_CHECKS": True,
+        }
+
+    def postmaster_pid(self, cluster) -> int:
+        return int((cluster.datadir / "postmaster.pid").read_text().split()[0])
+
+    def crash(self):
+        """SIGKILL the primary's postmaster and all its children at once (pg_ctl starts the
+        postmaster in a session of its own, so they share its process group)."""
+        pid = self.postmaster_pid(self.primary)
+        assert os.getpgid(pid) == pid, "the postmaster does not lead its process group"
+        os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def promote(self):
+        self.standby._run("pg_ctl", "promote", "-w", "-t", "60", "-D", str(self.standby.datadir))
+        self.promoted = True
+
+    def flush_lag_bytes(self) -> int:
+        """WAL bytes the primary has written that the standby has not yet flushed: what a crash
+        now would lose, were none of it to reach the standby in the moments left."""
+        with self.connect(self.primary) as conn:
+            row = conn.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::bigint "
+                "FROM pg_stat_replication").fetchone()
+        return row[0] if row else -1
+
+    def destroy(self):
+        for cluster in (self.standby, self.primary):
+            cluster.destroy()
+
+
+def _group_alive(pgid) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
