@@ -3,7 +3,7 @@ dies) while 4 processes enqueue 5,000 jobs, one per transaction, and 4 workers d
 second later the standby is promoted (``pg_ctl promote``, what a failover manager does once it
 has seen the primary gone). Everyone connects through one multi-host connection string with
 ``target_session_attrs=read-write`` (tests/postgres_pair.py), so they find the new primary on
-their own.
+their own, LISTEN again there, and one of them leads maintenance there.
 
 - With a **synchronous** standby, every enqueue that returned is on the new primary and runs;
   every job present succeeds, at one attempt (an interruption uses none); a job ran twice only
@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
+from django.db.models.functions import Now
 
-from django_sqlqueue.models import Job
+from django_sqlqueue.models import Job, Leader
 from django_sqlqueue.statuses import UNFINISHED_STATUSES, JobStatus
 from tests.chaos.conftest import VENDOR, Fleet, elapsed, sized
 from tests.chaos.ledger import tally
@@ -142,6 +143,13 @@ class Enqueuers:
         return "\n".join(Path(log.name).read_text()[-2000:] for log in self.logs)
 
 
+def _listeners() -> int:
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND query LIKE 'LISTEN %%'")
+        return cursor.fetchone()[0]
+
+
 def _count(**filters):
     return Job.objects.using(ALIAS).filter(**filters).count()
 
@@ -170,6 +178,10 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
                        timeout=sized(240, 1800), interval=0.5,
             what="every job on the new primary to finish")
         seconds = elapsed(started)
+        # Every worker LISTENs on the new primary again, and one of them leads maintenance.
+        fleet.wait_for(lambda: _listeners() == len(CONCURRENCIES), what="LISTEN on the new primary")
+        fleet.wait_for(lambda: Leader.objects.using(ALIAS).filter(
+            name="maintenance", expires_at__gt=Now()).exists(), what="a maintenance leader")
         assert fleet.running(), f"a worker exited: {fleet.dead()}"
         exit_codes = fleet.stop()
     finally:
