@@ -204,7 +204,7 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
         # From the crash to the first enqueue acknowledged by the new primary.
         enqueues_resumed_after_seconds=round(
             min((t for t in after_crash if t > promoted_at), default=-1) - crashed_at, 2),
-        promoted_after_seconds=round(promoted_at - crashed_at, 2),
+        promoted_after_seconds=round(promoted_at - crashed_at, 2), worker_exits=0,
         **result.figures(), seconds=seconds,
     )
 
