@@ -8,6 +8,7 @@ pg_auto_failover) or a managed service (RDS Multi-AZ, Cloud SQL HA) does.
   returns once it is on the primary's disk, and the standby follows a moment later.
 - ``crash()`` SIGKILLs the primary's postmaster and every one of its processes at once, as a
   machine that dies: nothing is flushed or sent after it.
+- ``stall_replication()`` holds the primary's WAL sender still, as a slow link would.
 - ``promote()`` is ``pg_ctl promote`` on the standby, which then takes writes.
 - ``django_database(name)`` is the ``DATABASES`` entry that finds whichever server takes writes:
   libpq's multi-host ``HOST``/``PORT`` lists with ``target_session_attrs=read-write``.
@@ -104,6 +105,16 @@ class Pair:
     def promote(self):
         self.standby._run("pg_ctl", "promote", "-w", "-t", "60", "-D", str(self.standby.datadir))
         self.promoted = True
+
+    def stall_replication(self):
+        """SIGSTOP the primary's WAL sender, as a slow or congested link would hold the WAL back:
+        the primary goes on committing (asynchronous replication waits for no standby), and the
+        standby gets none of it. (Stopping the standby's receiver instead holds back nothing:
+        the sender goes on filling the socket's buffers, megabytes on one machine, which the
+        receiver still reads after the crash.) ``crash()`` ends the stalled sender too."""
+        with self.connect(self.primary) as conn:
+            pid = conn.execute("SELECT pid FROM pg_stat_replication").fetchone()[0]
+        os.kill(pid, signal.SIGSTOP)
 
     def flush_lag_bytes(self) -> int:
         """WAL bytes the primary has written that the standby has not yet flushed: what a crash
