@@ -88,9 +88,9 @@ def pair(request):
 @pytest.fixture
 def on_pair(pair, django_db_blocker):
     """The pair as the alias "pair" of this process; its ``DATABASES`` entry for subprocesses
-    (tests/settings.py reads it from SQLQUEUE_TEST_DATABASE_JSON), migrated."""
+    (tests/settings.py reads it from SQLQUEUE_TEST_DATABASES_JSON), migrated."""
     entry = pair.django_database(NAME)
-    env = {"SQLQUEUE_TEST_DATABASE_JSON": json.dumps(entry)}
+    env = {"SQLQUEUE_TEST_DATABASES_JSON": json.dumps({"default": entry})}
     migrate = subprocess.run(
         [sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **env},
