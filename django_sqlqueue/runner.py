@@ -14,6 +14,7 @@ never imports the backend.
 """
 
 import enum
+import logging
 import time
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ from .cancellation import cancellable, cancelled_error, stop_requested
 from .context import _current_job
 from .exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from .registry import get_task
+
+logger = logging.getLogger(__name__)
 
 
 class OutcomeKind(str, enum.Enum):
@@ -164,7 +167,7 @@ def _run(job) -> Outcome:
     if stop_requested(job):  # cancelled while it waited for a thread: do not start it
         return _over(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
-        attempt.started()
+        _tell(attempt.started, attempt.job, "started")
     token = _current_job.set(job)
     try:
         value = attempt.call()
@@ -212,8 +215,21 @@ def _over(attempt: Attempt, outcome: Outcome) -> Outcome:
         # the flag, raised, or its task was cancelled), the job is cancelled.
         outcome = Outcome(OutcomeKind.CANCELLED, error=cancelled_error(attempt.job))
     if attempt.sends_signals:
-        attempt.finished(outcome, will_retry(attempt.job, outcome))
+        _tell(attempt.finished, attempt.job, "finished", outcome,
+              will_retry(attempt.job, outcome))
     return outcome
+
+
+def _tell(method, job, what: str, *args) -> None:
+    """Have the adapter send its started or finished signals. A receiver that raises (a bug, or
+    its own write while the database is away) is logged and changes nothing: the attempt's
+    outcome stands, and is written. Let through, it would leave the job held by no thread
+    until its lease ran out."""
+    try:
+        method(*args)
+    except Exception:
+        logger.exception("a receiver of the %s signal failed for job id=%s; its outcome "
+                         "stands", what, job.pk)
 
 
 def will_retry(job, outcome: Outcome) -> bool:

@@ -158,15 +158,17 @@ if django.VERSION >= (6, 0):
     SQLQUEUE["TASK_MODULES"] = ["tasks", "jobs", "django_tasks"]
 
 if os.environ.get("SQLQUEUE_TEST_SCHEDULES"):
-    # The schedules of tests/testapp/periodic.py, for the workers of tests/process/test_schedules.
+    # The schedules of tests/testapp/periodic.py, for the workers of
+    # tests/process/test_schedules_across_workers.py.
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "periodic"]
 
 if os.environ.get("SQLQUEUE_TEST_SIGNAL_LOG"):
-    # Receivers of the @job signals that log to that file (tests/process/test_signals.py).
+    # Receivers of the @job signals that log to that file
+    # (tests/process/test_signals_across_workers.py).
     SQLQUEUE["TASK_MODULES"] = [*SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs")), "signal_log"]
 
 if os.environ.get("SQLQUEUE_TEST_OTEL_FILE"):
-    # An OpenTelemetry SDK exporting to that file (tests/process/test_tracing.py).
+    # An OpenTelemetry SDK exporting to that file (tests/process/test_tracing_across_processes.py).
     from tests.support import otel_export
 
     otel_export.install(os.environ["SQLQUEUE_TEST_OTEL_FILE"])

@@ -21,10 +21,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from tests.process.conftest import (
-    start_worker,  # noqa: F401 - the fixture, used here
-    wait_for,
-)
+from tests.process.conftest import start_worker  # noqa: F401 - the fixture, used here
+from tests.support.waiting import StopWaiting, wait_until
 
 SOAK = os.environ.get("SQLQUEUE_SOAK", "") not in ("", "0")
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
@@ -38,13 +36,19 @@ def sized(ci, soak):
     return soak if SOAK else ci
 
 
+def pytest_collection_modifyitems(config, items):
+    """Soak runs last as long as they take: no per-test timeout for the chaos suite then (each
+    scenario's waits still have their deadlines)."""
+    if SOAK:
+        here = Path(__file__).parent
+        for item in items:
+            if here in item.path.parents:
+                item.add_marker(pytest.mark.timeout(0), append=False)
+
+
 def seed() -> int:
     """Random seed of the run: SQLQUEUE_CHAOS_SEED to replay one, else new each run (printed)."""
     return int(os.environ.get("SQLQUEUE_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
-
-
-class WorkerExited(BaseException):  # not Exception: wait_for must not swallow it
-    pass
 
 
 # ---- worker fleets ---------------------------------------------------------------------------
@@ -87,19 +91,16 @@ class Fleet:
         self.workers[slot] = self._start(victim.concurrency)
         return victim
 
-    def wait_for(self, condition, *, what, timeout=120, interval=0.2):
-        """``wait_for`` that fails at once, with the output, if a worker exits."""
+    def wait_until(self, condition, *, what, timeout=120, interval=0.2):
+        """``wait_until`` that fails at once, with the output, if a worker exits."""
 
         def check():
             if not self.running():
-                raise WorkerExited(self.dead())
+                raise StopWaiting(f"a worker exited: {self.dead()}")
             return condition()
 
-        try:
-            return wait_for(check, timeout=timeout, interval=interval, what=what,
-                            worker=self.workers[0])
-        except WorkerExited as exc:
-            raise AssertionError(f"a worker exited while waiting for {what}: {exc}") from None
+        return wait_until(check, timeout=timeout, interval=interval, what=what,
+                          worker=self.workers[0])
 
     def running(self) -> bool:
         return all(worker.is_running() for worker in self.workers)
@@ -112,8 +113,8 @@ class Fleet:
         """SIGTERM every worker once it is up (a process still importing Django has no handler
         yet, and would just die); returns their exit codes."""
         for worker in self.workers:
-            wait_for(lambda w=worker: "wake-up:" in w.output or not w.is_running(),
-                     what="the worker's banner", worker=worker)
+            wait_until(lambda w=worker: "wake-up:" in w.output or not w.is_running(),
+                       what="the worker's banner", worker=worker)
             worker.signal(signal.SIGTERM)
         return [worker.wait(timeout=timeout) for worker in self.workers]
 

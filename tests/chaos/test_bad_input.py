@@ -24,7 +24,7 @@ from django_sqlqueue.exceptions import (
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus
 from django_sqlqueue.worker.maintenance import Maintenance
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.jobs import work
 from tests.testapp.models import Run
 from tests.testapp.tasks import add
@@ -155,12 +155,12 @@ def test_broken_rows_fail_with_a_clear_message_and_the_worker_keeps_going(start_
     }
     good += [work.enqueue(key=f"after-{n}") for n in range(3)]
     worker = start_worker("-c", "2", settings={"POLL_INTERVAL_SECONDS": 0.2})
-    wait_for(lambda: not Job.objects.exclude(status__in=FINISHED_STATUSES).exists(),
-             what="every job to finish", worker=worker)
+    wait_until(lambda: not Job.objects.exclude(status__in=FINISHED_STATUSES).exists(),
+               what="every job to finish", worker=worker)
     assert worker.is_running(), worker.output
     late = work.enqueue(key="late")  # the worker still takes new work
-    wait_for(lambda: Job.objects.get(pk=late.pk).status == JobStatus.SUCCEEDED,
-             what="a job enqueued after the bad rows", worker=worker)
+    wait_until(lambda: Job.objects.get(pk=late.pk).status == JobStatus.SUCCEEDED,
+               what="a job enqueued after the bad rows", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
 

@@ -17,7 +17,7 @@ from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
 from tests.chaos.ledger import tally
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 JOBS = sized(3_000, 50_000)
 CONCURRENCIES = (1, 2, 4, 1, 2, 4)
@@ -38,8 +38,8 @@ def _enqueue(count):
 
 
 def _finish(fleet, jobs, started):
-    fleet.wait_for(lambda: _succeeded() == len(jobs), timeout=sized(180, 1800), interval=0.5,
-                   what="every job to succeed")
+    fleet.wait_until(lambda: _succeeded() == len(jobs), timeout=sized(180, 1800), interval=0.5,
+                     what="every job to succeed")
     seconds = elapsed(started)
     assert fleet.running(), f"a worker exited: {fleet.dead()}"
     return seconds
@@ -54,7 +54,8 @@ def _restarts_under_load(start_worker, restart, reliability, scenario, max_attem
     for n in range(restarts):
         # Spread over the run: after 25% and 60% of the jobs in CI.
         target = len(jobs) * (0.25 + 0.35 * n) if restarts == 2 else len(jobs) * n / restarts
-        fleet.wait_for(lambda t=target: _succeeded() >= t, what=f"progress before restart {n + 1}")
+        fleet.wait_until(lambda t=target: _succeeded() >= t,
+                         what=f"progress before restart {n + 1}")
         restart()
         connections.close_all()
     assert _succeeded() < len(jobs), "the last restart came after the run: nothing was tested"
@@ -131,7 +132,7 @@ def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, rel
     started = time.monotonic()
     settings = with_attempts(SETTINGS, max_attempts)
     fleet = Fleet(start_worker, CONCURRENCIES, settings=settings)
-    fleet.wait_for(lambda: _succeeded() >= len(jobs) // 10, what="the fleet to start")
+    fleet.wait_until(lambda: _succeeded() >= len(jobs) // 10, what="the fleet to start")
     rounds = terminated = 0
     while rounds < sized(15, 500) and _succeeded() < len(jobs):
         terminated += _terminate_worker_connections()

@@ -11,9 +11,11 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
 from tests.chaos.ledger import tally
+from tests.support.waiting import StopWaiting, wait_until
 from tests.testapp.jobs import work
 
-pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(900)]
 
 JOBS = sized(10_000, 100_000)
 CONCURRENCIES = sized((1, 2, 4, 1, 2, 4), (1, 2, 4, 8, 1, 2, 4, 8))
@@ -45,17 +47,29 @@ def test_random_sigkills_lose_no_job(start_worker, reliability, max_attempts):
     # restarted worker took longer than 2 s to import Django, and the kills outpaced the work
     # (13 minutes and 800 workers, not 40 s). On a free machine the 1% takes well under 1 s.
     done_at_last_kill = -len(jobs)
-    while _succeeded() < len(jobs) or time.monotonic() - started < min_seconds:
+
+    def killing_until_done():
+        """One round of kills: True once every job succeeded (and the soak time is over)."""
+        nonlocal done_at_last_kill, jobs
         time.sleep(rng.uniform(1, 2))
-        assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
+        if not fleet.running():
+            raise StopWaiting(f"a worker died by itself: {fleet.dead()}")
         done = _succeeded()
         if done < len(jobs):
             if done - done_at_last_kill >= len(jobs) // 100:
                 fleet.kill(rng)
                 done_at_last_kill = done
-        elif min_seconds:
+            return False
+        if time.monotonic() - started < min_seconds:
             jobs += Job.objects.bulk_enqueue(work.prepare(max_sleep_ms=10) for _ in range(2000))
-    fleet.wait_for(lambda: _succeeded() == len(jobs), what="every job to succeed")
+            return False
+        return True
+
+    wait_until(killing_until_done, what="every job to succeed through the kills", interval=0,
+               timeout=min_seconds + sized(600, 3600),
+               context=lambda: f"{_succeeded()} of {len(jobs)} succeeded, "
+                               f"{len(fleet.killed)} kills")
+    fleet.wait_until(lambda: _succeeded() == len(jobs), what="every job to succeed")
     seconds = elapsed(started)
     assert fleet.running(), f"a worker died by itself: {fleet.dead()}"
     codes = fleet.stop()

@@ -183,9 +183,13 @@ class JobLifecycle(RuleBasedStateMachine):
                       .values_list("pk", flat=True))
         assert Job.objects.lease_expired(self.now).rescue(self.now) == len(expired)
         for job in Job.objects.filter(pk__in=expired):
+            # An interruption: back to queued, the attempt given back, unless it was the job's
+            # last allowed interruption (or its cancel was asked for).
             assert job.status == S.CANCELLED if job.cancel_requested_at else (
-                job.status in (S.FAILED, S.EXHAUSTED))
+                job.status == (S.QUEUED if job.interruptions < job.max_interruptions
+                               else S.EXHAUSTED))
             assert job.errors[-1]["type"].endswith("WorkerLost")
+            assert job.errors[-1]["interrupted"] is True
         STATS["rescued"] += len(expired)
 
     # ---- invariants ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.retry import retry_delay_seconds
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import elapsed, sized
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.jobs import flaky, work
 from tests.testapp.models import Run
 
@@ -25,7 +25,7 @@ SETTINGS = {"POLL_INTERVAL_SECONDS": POLL, "LEASE_SECONDS": 5, "MAINTENANCE_INTE
 
 def _ready_worker(start_worker):
     worker = start_worker("-c", "4", settings=SETTINGS)
-    wait_for(lambda: "wake-up:" in worker.output, what="the worker's banner", worker=worker)
+    wait_until(lambda: "wake-up:" in worker.output, what="the worker's banner", worker=worker)
     return worker
 
 
@@ -41,8 +41,8 @@ def test_scheduled_jobs_never_start_before_their_run_at(start_worker, reliabilit
     horizon = sized(3.0, 60.0)
     jobs = [work.using(delay=0.2 + horizon * n / count).enqueue(key=str(n)) for n in range(count)]
     far = work.using(delay=3600).enqueue(key="far")
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count,
-             timeout=horizon + 30, what="the scheduled jobs", worker=worker)
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count,
+               timeout=horizon + 30, what="the scheduled jobs", worker=worker)
     _stop(worker)
 
     runs = {run.job_id: run for run in Run.objects.all()}
@@ -78,8 +78,8 @@ def test_retry_delays_are_respected(start_worker, reliability):
     policy = {"retry_backoff": 0.3, "retry_min_delay": 0.3, "retry_max_delay": 1.0}
     jobs = [flaky.using(max_attempts=fails + 1, retry_jitter=jitter, **policy).enqueue(fails)
             for jitter in (0.0, 0.5) for _ in range(count // 2)]
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
-             timeout=60, what="the retried jobs", worker=worker)
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+               timeout=60, what="the retried jobs", worker=worker)
     _stop(worker)
 
     early, late = [], []

@@ -68,8 +68,8 @@ def test_exactly_the_committed_enqueues_run_once_each(start_worker, reliability)
         thread.join()
     assert not errors, errors
     job_ids = {job_id for job_id, _ in committed}
-    fleet.wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() >= len(job_ids),
-                   what="the committed jobs", timeout=sized(120, 1200))
+    fleet.wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() >= len(job_ids),
+                     what="the committed jobs", timeout=sized(120, 1200))
     time.sleep(1)  # a few more polls: anything else that could run, would run now
     seconds = elapsed(started)
     assert fleet.running(), f"a worker exited: {fleet.dead()}"

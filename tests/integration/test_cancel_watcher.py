@@ -2,7 +2,6 @@
 real pool of job threads: it flags the held job that was cancelled, leaves the others alone, and
 past the grace period gives up on a job that ignores the flag, whose thread keeps its slot."""
 
-import time
 
 import pytest
 
@@ -10,16 +9,10 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.cancels import CancelWatcher
 from django_sqlqueue.worker.pool import Pool
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import sleep_in_c
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _wait_until(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_a_job_ignoring_its_cancel_is_given_up_on_after_the_grace_and_keeps_its_slot():
@@ -36,7 +29,7 @@ def test_a_job_ignoring_its_cancel_is_given_up_on_after_the_grace_and_keeps_its_
                                  key=lambda job: [ignoring.pk, other.pk].index(job.pk))
         pool.submit(ignoring)
         pool.submit(other)
-        _wait_until(lambda: all(e.started_at for e in pool.held()))
+        wait_until(lambda: all(e.started_at for e in pool.held()), what="both jobs to start")
         assert watcher.run_once().asked == 0  # nothing cancelled: nothing to do
         assert Job.objects.filter(pk=ignoring.pk).cancel(by="ops") == 1
         assert watcher.run_once().asked == 1
@@ -51,10 +44,11 @@ def test_a_job_ignoring_its_cancel_is_given_up_on_after_the_grace_and_keeps_its_
         assert row.status == JobStatus.CANCELLED
         assert "did not stop within 5s" in row.errors[-1]["message"]
         # Its thread is still in time.sleep: its slot is not free until it returns.
-        _wait_until(lambda: Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED
-                    and len(pool.held()) == 1)
+        wait_until(lambda: Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED
+                   and len(pool.held()) == 1,
+                   what="the other job to succeed, the cancelled one still held")
         assert pool.free_slots() == 1
-        _wait_until(lambda: pool.is_idle())
+        wait_until(pool.is_idle, what="the cancelled job's thread to return")
         assert pool.free_slots() == 2
         assert Job.objects.get(pk=ignoring.pk).status == JobStatus.CANCELLED  # late end dropped
         assert Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED

@@ -9,6 +9,7 @@ from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.outcome_writer import OutcomeWriter
 from django_sqlqueue.worker.pool import Pool
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,8 +59,8 @@ def test_a_job_stays_held_and_its_lease_renewed_until_its_outcome_is_written():
         [job] = claimed(1)
         Job.objects.filter(pk=job.pk).update(lease_expires_at=job.claimed_at)  # nearly over
         pool.submit(job)
-        while not writer.pending():
-            pass  # the job ran; its success waits for the writer
+        # The job ran; its success waits for the writer.
+        wait_until(writer.pending, what="the job's outcome to wait for the writer")
         assert [entry.job.pk for entry in pool.held()] == [job.pk]
         assert pool.free_slots() == pool.capacity()  # its thread is free for the next job
         beat = Heartbeat(worker_id="w1", alias="default", pool=pool, lease_seconds=30,
@@ -84,8 +85,7 @@ def test_unwritten_outcomes_past_the_backlog_cap_stop_claims():
         first, second = claimed(2)
         pool.submit(first)
         pool.submit(second)
-        while writer.pending() < 2:
-            pass
+        wait_until(lambda: writer.pending() >= 2, what="both outcomes to wait for the writer")
         assert pool.unwritten() == 2 and pool.free_slots() == 0  # the writer must catch up
         writer.flush()
         assert pool.unwritten() == 0 and pool.free_slots() == pool.capacity()

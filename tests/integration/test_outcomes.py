@@ -233,7 +233,7 @@ def test_cancel_a_finished_job_does_nothing(traits):
     assert row(job) == before
 
 
-# A running job's cancel is a request: tests/integration/test_cancel.py.
+# A running job's cancel is a request: tests/integration/test_cancellation.py.
 
 
 def test_queryset_cancel_returns_the_count_and_respects_filters():

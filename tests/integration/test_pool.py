@@ -2,7 +2,6 @@
 claimed ahead of its threads."""
 
 import threading
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ from django_sqlqueue.runner import Outcome, OutcomeKind
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import JobTimeout
 from django_sqlqueue.worker.pool import SHORT_JOB_SECONDS, Pool
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import add, record, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,13 +23,6 @@ def _pool(size):
     return pool
 
 
-def _wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_claims_ahead_only_while_recent_jobs_were_short():
     pool = _pool(2)
     try:
@@ -38,13 +31,13 @@ def test_claims_ahead_only_while_recent_jobs_were_short():
             add.enqueue(n, n)
         for job in Job.objects.claim(None, "w", limit=4):
             pool.submit(job)
-        _wait_until(pool.is_idle)
+        wait_until(pool.is_idle, what="the pool to run the short jobs")
         assert pool.mean_duration < SHORT_JOB_SECONDS
         assert pool.free_slots() > 2  # short jobs: room to claim ahead of the threads
         sleep_for.enqueue(0.3)
         for job in Job.objects.claim(None, "w", limit=1):
             pool.submit(job)
-        _wait_until(pool.is_idle)
+        wait_until(pool.is_idle, what="the pool to run the long job")
         pool.mean_duration = 1.0  # as after a run of long jobs
         assert pool.free_slots() == 2
     finally:
@@ -59,12 +52,13 @@ def test_a_job_claimed_ahead_that_waits_too_long_is_withdrawn_and_never_run():
         long_job, waiting = Job.objects.claim(None, "w", limit=2)
         pool.submit(long_job)
         pool.submit(waiting)  # claimed ahead: the only thread is busy with the long job
-        _wait_until(lambda: [e.job.pk for e in pool.busy() if e.started_at] == [long_job.pk])
+        wait_until(lambda: [e.job.pk for e in pool.busy() if e.started_at] == [long_job.pk],
+                   what="the long job to start, alone")
         assert pool.take_waiting(longer_than=60) == []  # not waiting that long yet
         withdrawn = pool.take_waiting(longer_than=0)
         assert [job.pk for job in withdrawn] == [waiting.pk]
         assert withdrawn[0].release()  # what the worker does with it
-        _wait_until(pool.is_idle)
+        wait_until(pool.is_idle, what="the pool to be idle")
         assert pool.jobs_done == 1  # the thread skipped the withdrawn job
         assert Job.objects.get(pk=waiting.pk).status == JobStatus.QUEUED
         assert Job.objects.get(pk=long_job.pk).status == JobStatus.SUCCEEDED
@@ -93,19 +87,21 @@ def test_a_job_that_timed_out_and_runs_again_keeps_its_new_claim_held(monkeypatc
     try:
         (first,) = Job.objects.claim(None, "w", limit=1)
         pool.submit(first)
-        _wait_until(lambda: all(entry.started_at for entry in pool.held()))
+        wait_until(lambda: all(entry.started_at for entry in pool.held()),
+                   what="the first attempt to start")
         (stuck,) = pool.held()
         pool.time_out(stuck, Outcome(OutcomeKind.FAILED, error=JobTimeout("too long"), delay=0))
         (second,) = Job.objects.claim(None, "w", limit=1)  # the retry, at once
         assert second.pk == first.pk and second.attempts == 2
         pool.submit(second)
-        _wait_until(lambda: any(e.job is second and e.started_at for e in pool.held()))
+        wait_until(lambda: any(e.job is second and e.started_at for e in pool.held()),
+                   what="the retry to start")
         gates[1].set()  # the stuck thread returns; its late outcome is dropped
-        _wait_until(lambda: stuck.ran)
+        wait_until(lambda: stuck.ran, what="the stuck thread to return")
         assert [entry.job for entry in pool.held()] == [second]
         assert pool.free_slots() == pool.capacity() - 1
         gates[2].set()
-        _wait_until(pool.is_idle)
+        wait_until(pool.is_idle, what="the retry to finish")
     finally:
         for gate in gates.values():
             gate.set()

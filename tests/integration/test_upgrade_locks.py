@@ -3,11 +3,12 @@ on PostgreSQL (migration_operations.AddJobIndex), so writes go on while it is bu
 that was interrupted is finished by running the migration again."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
 
@@ -49,19 +50,21 @@ def _new_connection():
     return wrapper
 
 
-def _wait_for_build_waiting(observer, timeout=30):
+def _wait_for_build_waiting(observer):
     """Wait until a CREATE INDEX of ours waits for a lock (for the open transaction)."""
-    deadline = time.monotonic() + timeout
     with observer.cursor() as cursor:
-        while time.monotonic() < deadline:
+
+        def build_waiting():
             cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                            "AND query ILIKE %s", [f"%CREATE INDEX%{INDEX}%"])
-            if cursor.fetchone()[0]:
-                return
-            time.sleep(0.05)
-        cursor.execute("SELECT query, state, wait_event_type, wait_event FROM pg_stat_activity")
-        activity = cursor.fetchall()
-    raise AssertionError(f"the index build never started waiting: {activity}")
+            return cursor.fetchone()[0]
+
+        def activity():
+            cursor.execute("SELECT query, state, wait_event_type, wait_event "
+                           "FROM pg_stat_activity")
+            return f"pg_stat_activity: {cursor.fetchall()}"
+
+        wait_until(build_waiting, what="the index build to wait for a lock", context=activity)
 
 
 def _index_is_valid():

@@ -9,6 +9,7 @@ from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.pool import Pool
 from django_sqlqueue.worker.wakeup import FAST_POLL_SECONDS, Wakeup
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,8 +60,8 @@ def test_a_beat_fails_the_jobs_past_their_timeout_and_renews_the_others():
         other = sleep_for.enqueue(0.5)
         for job in Job.objects.claim(None, "w1", limit=2, lease=5):
             pool.submit(job)
-        while len([e for e in pool.held() if e.started_at]) < 2:
-            time.sleep(0.01)
+        wait_until(lambda: len([e for e in pool.held() if e.started_at]) >= 2,
+                   what="both jobs to start")
         later = time.monotonic() + 60  # the clock, a minute on: past the 5 s timeout
         beat = Heartbeat(worker_id="w1", alias="default", pool=pool, lease_seconds=30,
                          on_timeout=timed_out.append, on_missing_row=lambda: None,
@@ -72,8 +73,7 @@ def test_a_beat_fails_the_jobs_past_their_timeout_and_renews_the_others():
         assert failed.errors[0]["type"] == "django_sqlqueue.worker.heartbeat.JobTimeout"
         renewed = Job.objects.get(pk=other.pk)
         assert (renewed.lease_expires_at - renewed.claimed_at).total_seconds() > 25
-        while not pool.is_idle():
-            time.sleep(0.01)
+        wait_until(pool.is_idle, what="the slow job's thread to return")
         # The slow job's late success was dropped: the timeout stands.
         assert Job.objects.get(pk=slow.pk).status == JobStatus.EXHAUSTED
         assert Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED

@@ -5,7 +5,6 @@ import io
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker import process as process_module
 from django_sqlqueue.worker.config import WorkerConfig
 from django_sqlqueue.worker.process import RECYCLE_EXIT_CODE, WorkerProcess
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, record, sleep_for
 
@@ -88,12 +88,13 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
     process.writer.start()
     try:
         assert process.step() is True  # claims both; the thread takes the long job
-        _wait_until(lambda: [e.job.pk for e in process.pool.held() if e.started_at]
-                    == [long_job.pk])
+        wait_until(lambda: [e.job.pk for e in process.pool.held() if e.started_at]
+                   == [long_job.pk], what="the long job to start, alone")
         assert process.step() is True  # releases the waiting job, and claims it again
         assert Job.objects.get(pk=waiting.pk).attempts == 2  # the new claim's attempt
         gate.set()
-        _wait_until(lambda: process.pool.is_idle() and not process.writer.pending())
+        wait_until(lambda: process.pool.is_idle() and not process.writer.pending(),
+                   what="both jobs to run and their outcomes to be written")
     finally:
         gate.set()
         process.pool.stop(wait=10)
@@ -107,8 +108,3 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
     assert process.pool.free_slots() == process.pool.capacity()
 
 
-def _wait_until(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)

@@ -5,11 +5,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from django.db import connections
 
 from django_sqlqueue.models import Job, Worker
 
@@ -78,22 +76,6 @@ def start_worker(db_url, tmp_path):
     yield start
     for worker in started:
         worker.stop()
-
-
-def wait_for(condition, *, timeout=30, interval=0.05, what="condition", worker=None):
-    """Poll ``condition()`` (it may query the database) until it is truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        connections.close_all()  # see other processes' commits; survive server restarts
-        try:
-            value = condition()
-        except Exception:  # the database may be restarting
-            value = None
-        if value:
-            return value
-        time.sleep(interval)
-    log = f"\nworker output:\n{worker.output}" if worker else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}{log}")
 
 
 def job_status(pk):

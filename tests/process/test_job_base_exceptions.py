@@ -7,7 +7,8 @@ import pytest
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import job_status, wait_for
+from tests.process.conftest import job_status
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import add, raises_keyboard_interrupt
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,14 +20,14 @@ def test_a_job_raising_keyboard_interrupt_fails_and_the_worker_keeps_its_slot(st
     # longer than the test's wait: a job left "running" would hold the shutdown that long.
     worker = start_worker("-c", "1", "--shutdown-timeout", "3600",
                           settings={"POLL_INTERVAL_SECONDS": 0.2})
-    wait_for(lambda: job_status(bad.pk) == JobStatus.EXHAUSTED, what="the job to fail",
-             worker=worker)
+    wait_until(lambda: job_status(bad.pk) == JobStatus.EXHAUSTED, what="the job to fail",
+               worker=worker)
     (error,) = Job.objects.get(pk=bad.pk).errors
     assert error["type"] == "builtins.KeyboardInterrupt"
     assert error["message"] == "raised by the job" and "KeyboardInterrupt" in error["traceback"]
     after = add.enqueue(2, 3)
-    wait_for(lambda: job_status(after.pk) == JobStatus.SUCCEEDED, what="a job after it",
-             worker=worker)
+    wait_until(lambda: job_status(after.pk) == JobStatus.SUCCEEDED, what="a job after it",
+               worker=worker)
     assert Job.objects.get(pk=after.pk).result == 5
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=120) == 0, worker.output

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.conftest import MARIADB, VENDOR
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import sleep_for
 
@@ -51,16 +51,16 @@ def test_an_outcome_write_that_times_out_on_a_row_lock_is_retried_until_it_lands
         short_lock_waits, start_worker):
     job = sleep_for.enqueue(1.0, tag="done")
     worker = start_worker("-c", "1", settings={"LEASE_SECONDS": 60, "POLL_INTERVAL_SECONDS": 0.2})
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="the job to start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="the job to start", worker=worker)
     held = 4 * LOCK_WAIT_SECONDS
     with transaction.atomic():
         # The job's row, locked while the job finishes and its outcome write waits for it.
         Job.objects.select_for_update().get(pk=job.pk)
         time.sleep(held)
         assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
-    wait_for(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
-             what="the outcome", worker=worker)
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
+               what="the outcome", worker=worker)
     job.refresh_from_db()
     assert job.attempts == 1
     assert Execution.objects.filter(job_id=job.pk, tag="done").count() == 1

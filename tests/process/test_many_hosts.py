@@ -18,7 +18,8 @@ from django.db import connections
 
 from django_sqlqueue.models import Job, Leader, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import ROOT, WorkerProcess, wait_for
+from tests.process.conftest import ROOT, WorkerProcess
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import sleep_for
 
@@ -91,15 +92,15 @@ def _leader():
 def test_three_hosts_run_each_job_once_rescue_a_killed_host_and_keep_one_leader(start_host):
     jobs = Job.objects.bulk_enqueue(sleep_for.prepare(0.2, tag="finished") for _ in range(300))
     hosts = {host: start_host(host) for host in HOSTS}
-    rows = wait_for(lambda: (r := list(Worker.objects.all())) and len(r) == 3 and r,
-                    what="three workers", worker=hosts["host-a"])
+    rows = wait_until(lambda: (r := list(Worker.objects.all())) and len(r) == 3 and r,
+                      what="three workers", worker=hosts["host-a"])
     assert sorted(row.host for row in rows) == sorted(HOSTS)  # three host names
     assert len({row.pid_namespace for row in rows}) == 3  # three process tables
-    wait_for(lambda: Execution.objects.filter(tag="finished").count() >= 60, what="progress",
-             worker=hosts["host-a"])
+    wait_until(lambda: Execution.objects.filter(tag="finished").count() >= 60, what="progress",
+               worker=hosts["host-a"])
 
     # One leader, and the same one while every host is up (no flapping between hosts).
-    leader = wait_for(_leader, what="a leader", worker=hosts["host-a"])
+    leader = wait_until(_leader, what="a leader", worker=hosts["host-a"])
     held = set()
     for _ in range(10):
         held.add(_leader())
@@ -108,9 +109,9 @@ def test_three_hosts_run_each_job_once_rescue_a_killed_host_and_keep_one_leader(
     leader_host = next(row.host for row in rows if row.name == leader)
 
     # Kill the leader's host mid-run, with jobs in hand.
-    wait_for(lambda: Job.objects.filter(status=JobStatus.RUNNING,
-                                        claimed_by__startswith=f"{leader_host}:").exists(),
-             what="jobs running on the leader's host", worker=hosts[leader_host])
+    wait_until(lambda: Job.objects.filter(status=JobStatus.RUNNING,
+                                          claimed_by__startswith=f"{leader_host}:").exists(),
+               what="jobs running on the leader's host", worker=hosts[leader_host])
     hosts.pop(leader_host).stop()  # SIGKILL to the whole namespace
     # What it held, read at once: nothing touches these rows until their lease runs out.
     in_hand = set(Job.objects.filter(status=JobStatus.RUNNING,
@@ -119,11 +120,11 @@ def test_three_hosts_run_each_job_once_rescue_a_killed_host_and_keep_one_leader(
     assert in_hand
 
     # Another host takes the lead; every job ends succeeded, the killed host's after a rescue.
-    new_leader = wait_for(lambda: (h := _leader()) and h != leader and h, timeout=60,
-                          what="a new leader", worker=next(iter(hosts.values())))
+    new_leader = wait_until(lambda: (h := _leader()) and h != leader and h, timeout=60,
+                            what="a new leader", worker=next(iter(hosts.values())))
     assert not new_leader.startswith(f"{leader_host}:")
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
-             timeout=180, interval=0.5, what="every job", worker=next(iter(hosts.values())))
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+               timeout=180, interval=0.5, what="every job", worker=next(iter(hosts.values())))
     finished = list(Execution.objects.filter(tag="finished").values_list("job_id", flat=True))
     # Exactly once, but for the killed host's jobs: one of those may have finished its work
     # just before the kill, its outcome not yet written; the queue then runs it again, with

@@ -19,7 +19,8 @@ import pytest
 
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import ROOT, WorkerProcess, wait_for
+from tests.process.conftest import ROOT, WorkerProcess
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import sleep_for
 
@@ -93,15 +94,15 @@ def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(star
     # threads take the pids after it), so each one's pid is missing from the other's table.
     first = start_namespaced("ns-a", "-c", "1", skip=0)
     second = start_namespaced("ns-b", "-c", "1", skip=400)
-    rows = wait_for(lambda: (r := _rows()) and len(r) == 2 and r, what="both workers",
-                    worker=second)
+    rows = wait_until(lambda: (r := _rows()) and len(r) == 2 and r, what="both workers",
+                      worker=second)
     assert rows["ns-a"].host == rows["ns-b"].host  # the same host name...
     assert rows["ns-a"].pid != rows["ns-b"].pid  # ...and pids the other namespace lacks
     # What the reaper judges by: one kernel boot, two pid namespaces.
     assert rows["ns-a"].boot_id == rows["ns-b"].boot_id is not None
     assert rows["ns-a"].pid_namespace != rows["ns-b"].pid_namespace
-    wait_for(lambda: Execution.objects.filter(tag="started").count() == 2, what="both jobs",
-             worker=first)
+    wait_until(lambda: Execution.objects.filter(tag="started").count() == 2, what="both jobs",
+               worker=first)
     holders = {Job.objects.get(pk=job.pk).claimed_by.split(":")[0] for job in jobs}
     assert holders == {"ns-a", "ns-b"}
 
@@ -112,8 +113,8 @@ def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(star
     }, "a live worker's row was reaped (and registered again)"
     for job in Job.objects.filter(pk__in=[job.pk for job in jobs]):
         assert (job.status, job.attempts, job.errors) == (JobStatus.RUNNING, 1, []), job.errors
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 2,
-             what="both jobs done", timeout=30, worker=first)
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 2,
+               what="both jobs done", timeout=30, worker=first)
     for job in jobs:
         assert Execution.objects.filter(job_id=job.pk, tag="started").count() == 1
         assert Execution.objects.filter(job_id=job.pk, tag="finished").count() == 1

@@ -9,7 +9,7 @@ from django.db import connection, connections
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.conftest import direct_connect_kwargs
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, sleep_for
 
@@ -35,14 +35,14 @@ def test_workers_survive_postgresql_restarts(start_worker, pg_cluster):
         pytest.skip("needs the suite's own cluster (DATABASE_URL names an outside server)")
     jobs = _enqueue_slow_jobs(400)
     workers = [start_worker("-c", "2", settings=FAST) for _ in range(2)]
-    wait_for(lambda: Execution.objects.filter(tag="done").count() > 50, what="progress",
-             worker=workers[0])
+    wait_until(lambda: Execution.objects.filter(tag="done").count() > 50, what="progress",
+               worker=workers[0])
     for _ in range(2):
         pg_cluster.restart(mode="fast")
         connections.close_all()
         time.sleep(1)
-    wait_for(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
-             worker=workers[0])
+    wait_until(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
+               worker=workers[0])
     assert all(w.is_running() for w in workers), [w.output for w in workers]
     done = set(Execution.objects.filter(tag="done").values_list("job_id", flat=True))
     assert done == {job.pk for job in jobs}
@@ -55,8 +55,8 @@ def test_workers_survive_postgresql_restarts(start_worker, pg_cluster):
 def test_workers_survive_terminated_connections(start_worker):
     jobs = _enqueue_slow_jobs(300)
     workers = [start_worker("-c", "2", settings=FAST) for _ in range(2)]
-    wait_for(lambda: Execution.objects.filter(tag="done").count() > 20, what="progress",
-             worker=workers[0])
+    wait_until(lambda: Execution.objects.filter(tag="done").count() > 20, what="progress",
+               worker=workers[0])
     for _ in range(5):
         with connection.cursor() as cursor:
             cursor.execute(
@@ -64,8 +64,8 @@ def test_workers_survive_terminated_connections(start_worker):
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
         time.sleep(0.5)
-    wait_for(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
-             worker=workers[0])
+    wait_until(lambda: _all_succeeded(len(jobs)), timeout=120, what="every job",
+               worker=workers[0])
     assert all(w.is_running() for w in workers), [w.output for w in workers]
     for worker in workers:
         worker.signal(signal.SIGTERM)
@@ -74,11 +74,11 @@ def test_workers_survive_terminated_connections(start_worker):
 
 def _pickup_seconds(start_worker, *, settings):
     worker = start_worker(settings=settings)
-    wait_for(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
+    wait_until(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
     time.sleep(1.5)  # let it go idle, waiting for its next poll
     job = add.enqueue(1, 2)
-    wait_for(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
-             what="the job", worker=worker, interval=0.01)
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
+               what="the job", worker=worker, interval=0.01)
     job.refresh_from_db()
     worker.signal(signal.SIGTERM)
     worker.wait()
@@ -108,14 +108,14 @@ def test_async_jobs_use_a_fresh_connection_after_a_restart(start_worker, pg_clus
 
     worker = start_worker("-c", "2", settings=FAST)
     first = async_record.enqueue(tag="before")
-    wait_for(lambda: Job.objects.get(pk=first.pk).status == JobStatus.SUCCEEDED,
-             what="the first async job", worker=worker)
+    wait_until(lambda: Job.objects.get(pk=first.pk).status == JobStatus.SUCCEEDED,
+               what="the first async job", worker=worker)
     pg_cluster.restart(mode="fast")
     connections.close_all()
     time.sleep(1)
     second = async_record.enqueue(tag="after")
-    wait_for(lambda: Job.objects.get(pk=second.pk).status == JobStatus.SUCCEEDED,
-             what="the async job after the restart", worker=worker, timeout=60)
+    wait_until(lambda: Job.objects.get(pk=second.pk).status == JobStatus.SUCCEEDED,
+               what="the async job after the restart", worker=worker, timeout=60)
     assert Job.objects.get(pk=second.pk).attempts == 1, Job.objects.get(pk=second.pk).errors
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
@@ -134,14 +134,14 @@ def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll
     listener = psycopg.connect(**direct_connect_kwargs(), autocommit=True)
     listener.execute(f'LISTEN "{notify.CHANNEL}"')
     worker = start_worker(settings=limits)
-    wait_for(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
+    wait_until(lambda: "wake-up:" in worker.output, what="the banner", worker=worker)
     time.sleep(1.5)  # idle, its next poll two minutes away
     first = add.enqueue(1, 1)  # the bucket's one token: NOTIFY
-    wait_for(lambda: _all_succeeded(1), timeout=4, what="the notified job", worker=worker)
+    wait_until(lambda: _all_succeeded(1), timeout=4, what="the notified job", worker=worker)
     held_back = add.enqueue(2, 2)  # no token again for 5 s: no NOTIFY
     assert [n.payload for n in listener.notifies(timeout=0.5)] == ["default"]
     listener.close()
-    wait_for(lambda: _all_succeeded(2), timeout=60, what="the held-back job", worker=worker)
+    wait_until(lambda: _all_succeeded(2), timeout=60, what="the held-back job", worker=worker)
     held_back.refresh_from_db()
     first.refresh_from_db()
     assert (held_back.claimed_at - first.enqueued_at).total_seconds() < 60  # not the poll

@@ -7,7 +7,8 @@ import pytest
 
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import job_status, wait_for
+from tests.process.conftest import job_status
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, always_fails, record, sleep_for
 
@@ -34,11 +35,11 @@ def test_burst_drains_the_queue_and_exits_zero(start_worker):
 
 def test_the_registry_shows_a_live_worker_until_it_stops(start_worker):
     worker = start_worker("--queue", "default", "--queue", "emails", "-c", "3", settings=FAST)
-    row = wait_for(lambda: Worker.objects.filter(pid=worker.pid).first(), what="worker row")
+    row = wait_until(lambda: Worker.objects.filter(pid=worker.pid).first(), what="worker row")
     assert (row.queues, row.concurrency) == (["default", "emails"], 3)
     first_beat = row.last_heartbeat_at
     add.enqueue(1, 2)
-    wait_for(lambda: Worker.objects.get(pid=worker.pid).jobs_done == 1, what="jobs_done")
+    wait_until(lambda: Worker.objects.get(pid=worker.pid).jobs_done == 1, what="jobs_done")
     assert Worker.objects.get(pid=worker.pid).last_heartbeat_at > first_beat
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
@@ -48,8 +49,8 @@ def test_the_registry_shows_a_live_worker_until_it_stops(start_worker):
 def test_sigterm_lets_the_running_job_finish_then_exits_zero(start_worker):
     job = sleep_for.enqueue(1.5, tag="finished")
     worker = start_worker(settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED
@@ -59,8 +60,8 @@ def test_sigterm_lets_the_running_job_finish_then_exits_zero(start_worker):
 def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
     job = sleep_for.enqueue(30, tag="finished")
     worker = start_worker("--shutdown-timeout", "0.5", settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0, worker.output
     job.refresh_from_db()
@@ -78,13 +79,13 @@ def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
 def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker):
     job = sleep_for.enqueue(1, tag="finished")
     doomed = start_worker(settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=doomed)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=doomed)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     rescuer = start_worker(settings=FAST)
-    wait_for(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the re-run",
-             worker=rescuer, timeout=30)
+    wait_until(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the re-run",
+               worker=rescuer, timeout=30)
     job.refresh_from_db()
     assert job.attempts == 2
     (lost,) = job.errors
@@ -97,17 +98,17 @@ def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker
 def test_a_frozen_worker_loses_its_lease_and_cannot_overwrite_the_rescue(start_worker):
     job = sleep_for.enqueue(2, tag="finished")
     frozen = start_worker(settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=frozen)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=frozen)
     frozen.signal(signal.SIGSTOP)  # alive (its pid exists) but silent: only the lease tells
     try:
         rescuer = start_worker(settings=FAST)
-        wait_for(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the rescue",
-                 worker=rescuer, timeout=40)
+        wait_until(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the rescue",
+                   worker=rescuer, timeout=40)
     finally:
         frozen.signal(signal.SIGCONT)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="finished").count() == 2,
-             what="the frozen run to end", worker=frozen)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="finished").count() == 2,
+               what="the frozen run to end", worker=frozen)
     time.sleep(0.5)
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and job.attempts == 2
@@ -139,18 +140,18 @@ def test_a_timed_out_job_is_failed_and_retried(start_worker):
 def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_worker,
                                                                        start_method):
     worker = start_worker("-p", "2", "--start-method", start_method, settings=FAST)
-    rows = wait_for(lambda: list(Worker.objects.all()) if Worker.objects.count() == 2 else None,
-                    what="two children", worker=worker)
+    rows = wait_until(lambda: list(Worker.objects.all()) if Worker.objects.count() == 2 else None,
+                      what="two children", worker=worker)
     victim = rows[0].pid
     import os
 
     os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: Worker.objects.count() == 2
-             and not Worker.objects.filter(pid=victim).exists(),
-             what="a replacement child", worker=worker, timeout=30)
+    wait_until(lambda: Worker.objects.count() == 2
+               and not Worker.objects.filter(pid=victim).exists(),
+               what="a replacement child", worker=worker, timeout=30)
     jobs = Job.objects.bulk_enqueue(record.prepare() for _ in range(20))
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
-             what="jobs done", worker=worker)
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+               what="jobs done", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     assert f"(--start-method {start_method})" in worker.output
@@ -159,13 +160,13 @@ def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_wor
 def test_a_supervisor_running_other_threads_starts_fresh_interpreters(start_worker):
     # A fork would copy the thread's locks but not the thread: the children could hang.
     worker = start_worker("-p", "2", settings=FAST, env={"SQLQUEUE_TEST_START_A_THREAD": "1"})
-    wait_for(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
+    wait_until(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
     assert "cannot fork safely: threads are running in this process (settings-thread)" in (
         worker.output
     )
     jobs = Job.objects.bulk_enqueue(record.prepare() for _ in range(5))
-    wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
-             what="jobs done", worker=worker)
+    wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
+               what="jobs done", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     assert "(--start-method spawn)" in worker.output
@@ -214,10 +215,10 @@ def test_max_memory_recycles_the_process_without_losing_jobs(start_worker):
 def test_a_second_signal_exits_at_once_and_the_lease_rescues_the_job(start_worker):
     job = sleep_for.enqueue(30, tag="finished")
     worker = start_worker("--shutdown-timeout", "60", settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=worker)
     worker.signal(signal.SIGTERM)
-    wait_for(lambda: "stopping" in worker.output, what="the first signal", worker=worker)
+    wait_until(lambda: "stopping" in worker.output, what="the first signal", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=10) == 1
     assert job_status(job.pk) == JobStatus.RUNNING  # not released: the lease will bring it back
@@ -226,10 +227,11 @@ def test_a_second_signal_exits_at_once_and_the_lease_rescues_the_job(start_worke
 def test_with_processes_a_timed_out_job_gets_its_child_replaced(start_worker):
     job = sleep_for.using(timeout=0.5, max_attempts=1).enqueue(60)
     worker = start_worker("-p", "2", settings={**FAST, "LEASE_SECONDS": 1.5})
-    wait_for(lambda: job_status(job.pk) == JobStatus.EXHAUSTED, what="the timeout",
-             worker=worker)
-    wait_for(lambda: "recycling: job" in worker.output and worker.output.count("started, pid") >= 3,
-             what="a replacement child", worker=worker)
+    wait_until(lambda: job_status(job.pk) == JobStatus.EXHAUSTED, what="the timeout",
+               worker=worker)
+    wait_until(lambda: "recycling: job" in worker.output
+               and worker.output.count("started, pid") >= 3,
+               what="a replacement child", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0, worker.output
 
@@ -238,10 +240,10 @@ def test_ctrl_c_to_the_whole_process_group_stops_supervised_children_gracefully(
     import os
 
     worker = start_worker("-p", "2", settings=FAST)
-    wait_for(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
+    wait_until(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
     job = sleep_for.enqueue(1.5, tag="finished")
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what="job start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what="job start", worker=worker)
     os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     assert worker.wait(timeout=30) == 0, worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED, worker.output

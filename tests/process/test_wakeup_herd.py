@@ -14,11 +14,12 @@ from django.db import connection
 
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import record
 
-pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.timeout(900)]
 
 WORKERS = 8
 JOBS = 20
@@ -40,8 +41,8 @@ def test_about_claimers_per_notify_idle_workers_claim_each_job(start_worker):
     workers = [start_worker("--concurrency", "1", "--poll-interval", "5", "--no-scheduler",
                             settings={"CLAIMERS_PER_NOTIFY": CLAIMERS})
                for _ in range(WORKERS)]
-    wait_for(lambda: Worker.objects.count() == WORKERS, timeout=120, what="workers registered",
-             worker=workers[0])
+    wait_until(lambda: Worker.objects.count() == WORKERS, timeout=120, what="workers registered",
+               worker=workers[0])
     time.sleep(8)  # every worker has counted all the others (at 1, 2, 4 and 8 s)
 
     window = JOBS * 0.2 + STATS_DELAY
@@ -58,8 +59,8 @@ def test_about_claimers_per_notify_idle_workers_claim_each_job(start_worker):
     time.sleep(STATS_DELAY)
     busy = transactions() - before - 2
 
-    done = wait_for(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == JOBS,
-                    timeout=60, what="every job done", worker=workers[0])
+    done = wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == JOBS,
+                      timeout=60, what="every job done", worker=workers[0])
     assert done
     runs = list(Execution.objects.values_list("job_id", flat=True))
     assert sorted(runs) == sorted(enqueued_at)  # each job ran once

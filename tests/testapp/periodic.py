@@ -1,6 +1,7 @@
-"""Schedules of the process tests (tests/process/test_schedules.py). Only workers started with
-SQLQUEUE_TEST_SCHEDULES=1 import this module (tests/settings.py adds it to TASK_MODULES), so the
-workers of every other test sync no schedule and enqueue nothing on their own."""
+"""Schedules of the process tests (tests/process/test_schedules_across_workers.py). Only workers
+started with SQLQUEUE_TEST_SCHEDULES=1 import this module (tests/settings.py adds it to
+TASK_MODULES), so the workers of every other test sync no schedule and enqueue nothing on their
+own."""
 
 from django_sqlqueue import schedule
 

@@ -1,6 +1,6 @@
 """Receivers of the ``@job`` signals that append one JSON line per signal to the file named by
 SQLQUEUE_TEST_SIGNAL_LOG: a worker subprocess imports this module when its TASK_MODULES name it
-(tests/process/test_signals.py)."""
+(tests/process/test_signals_across_workers.py)."""
 
 import json
 import os

@@ -12,12 +12,12 @@ from django.utils import timezone
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.conftest import POSTGRESQL, direct_connect_kwargs
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import always_fails, record
 
 # slow: two real workers behind a held transaction, 20-30 s a database (the Django 6.1 pass).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 FULL_CLAIM_INTERVAL = 0.5
 #: Every full claim counts as slow: the workers claim with a bound all the time, but for one
@@ -41,7 +41,7 @@ def hold_a_snapshot():
 
 def test_bounded_claims_behind_a_held_transaction_skip_no_job_for_good(start_worker):
     workers = [start_worker("--concurrency", "4", settings=SETTINGS) for _ in range(2)]
-    wait_for(lambda: all("lease" in worker.output for worker in workers), what="workers up")
+    wait_until(lambda: all("lease" in worker.output for worker in workers), what="workers up")
     held = hold_a_snapshot()
     try:
         started = time.monotonic()
@@ -53,15 +53,15 @@ def test_bounded_claims_behind_a_held_transaction_skip_no_job_for_good(start_wor
             record.using(run_at=timezone.now() - dt.timedelta(minutes=1)).enqueue(tag="late")
             always_fails.enqueue("again")
             time.sleep(0.05)
-        wait_for(lambda: not Job.objects.exclude(
+        wait_until(lambda: not Job.objects.exclude(
             status__in=[JobStatus.SUCCEEDED, JobStatus.EXHAUSTED]).exists(),
             timeout=120, what="every job finished", worker=workers[0])
         # Once the stream has stopped and the workers wait: a job sorted before every worker's
         # bound is claimed by the next full claim, not the poll.
         time.sleep(1)
         urgent = record.using(priority=9).enqueue(tag="after the stream")
-        wait_for(lambda: Job.objects.filter(pk=urgent.pk, status=JobStatus.SUCCEEDED).exists(),
-                 timeout=30, what="the urgent job", worker=workers[0])
+        wait_until(lambda: Job.objects.filter(pk=urgent.pk, status=JobStatus.SUCCEEDED).exists(),
+                   timeout=30, what="the urgent job", worker=workers[0])
     finally:
         if held is not None:
             held.close()

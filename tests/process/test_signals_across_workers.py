@@ -10,7 +10,8 @@ import signal
 import pytest
 
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import job_status, wait_for
+from tests.process.conftest import job_status
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import always_fails, sleep_for
 
@@ -22,8 +23,8 @@ def test_rescued_started_finished_and_retried_once_each_from_their_threads(start
                                                                           tmp_path):
     killed = sleep_for.enqueue(1, tag="finished")
     doomed = start_worker(settings=FAST)
-    wait_for(lambda: Execution.objects.filter(job_id=killed.pk, tag="started").exists(),
-             what="job start", worker=doomed)
+    wait_until(lambda: Execution.objects.filter(job_id=killed.pk, tag="started").exists(),
+               what="job start", worker=doomed)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     failing = always_fails.using(max_attempts=2, retry_backoff=0.1,
@@ -33,9 +34,9 @@ def test_rescued_started_finished_and_retried_once_each_from_their_threads(start
     rescuer = start_worker(
         settings=FAST, env={"SQLQUEUE_TEST_SIGNAL_LOG": str(log)},
     )
-    wait_for(lambda: job_status(killed.pk) == JobStatus.SUCCEEDED
-             and job_status(failing.pk) == JobStatus.EXHAUSTED,
-             what="the rescue, the re-run and the retry", worker=rescuer, timeout=40)
+    wait_until(lambda: job_status(killed.pk) == JobStatus.SUCCEEDED
+               and job_status(failing.pk) == JobStatus.EXHAUSTED,
+               what="the rescue, the re-run and the retry", worker=rescuer, timeout=40)
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0, rescuer.output
 

@@ -14,7 +14,7 @@ from django.db import connections
 
 from django_sqlqueue.models import Job, Schedule, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NAME = "every-2s"
@@ -44,7 +44,7 @@ def wait_for_ticks(count, worker, *, after=None, timeout=60):
     def enough():
         ticks = [t for t in ticks_enqueued() if after is None or t > after]
         return max(ticks) if len(ticks) >= count else None
-    return wait_for(enough, timeout=timeout, what=f"{count} ticks", worker=worker)
+    return wait_until(enough, timeout=timeout, what=f"{count} ticks", worker=worker)
 
 
 def start(start_worker, name, *args):
@@ -81,8 +81,8 @@ def test_a_schedule_ticks_once_per_tick_across_a_crash_and_a_restart_of_every_wo
     time.sleep(5)
     c, d = start(start_worker, "c"), start(start_worker, "d")
     resumed = wait_for_ticks(4, c, after=seen)  # ...and are enqueued late (within the grace)
-    wait_for(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
-                         if job.schedule_tick <= resumed), what="the jobs to run", worker=c)
+    wait_until(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
+                           if job.schedule_tick <= resumed), what="the jobs to run", worker=c)
     stop(c, d)
     jobs = assert_one_job_per_tick(first - STEP, resumed)
     by = Counter(job.payload["schedule"]["by"].split(":")[0] for job in jobs)
@@ -103,9 +103,9 @@ def test_a_schedule_ticks_once_per_tick_across_a_database_restart(start_worker,
     connections.close_all()
     time.sleep(1)
     last = wait_for_ticks(4, workers[0], after=first)
-    wait_for(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
-                         if job.schedule_tick <= last), what="the jobs to run",
-             worker=workers[0])
+    wait_until(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
+                           if job.schedule_tick <= last), what="the jobs to run",
+               worker=workers[0])
     assert all(w.is_running() for w in workers), [w.output for w in workers]
     stop(*workers)
     assert_one_job_per_tick(first - STEP, last)
@@ -117,19 +117,20 @@ def test_a_schedule_ticks_once_per_tick_across_a_database_restart(start_worker,
 
 @pytest.mark.postgresql
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_three_workers_and_a_2_second_schedule_for_60_seconds(start_worker):
     """The issue's acceptance test: every tick in a 60 s window has exactly one job, and the
     worker that enqueued it is recorded. About 70 s: it runs in the PostgreSQL pass only."""
     workers = [start(start_worker, f"w{n}") for n in range(3)]
-    names = wait_for(lambda: Worker.objects.count() == 3 and set(
+    names = wait_until(lambda: Worker.objects.count() == 3 and set(
         Worker.objects.values_list("name", flat=True)), what="the workers", worker=workers[0])
     opening = wait_for_ticks(1, workers[0])
     window = (opening + STEP, opening + STEP + dt.timedelta(seconds=60))
-    wait_for(lambda: (latest_tick() or opening) >= window[1] + STEP, timeout=90,
-             what="a minute of ticks", worker=workers[0])
-    wait_for(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
-                         if job.schedule_tick <= window[1]), what="the jobs to run",
-             worker=workers[0])
+    wait_until(lambda: (latest_tick() or opening) >= window[1] + STEP, timeout=90,
+               what="a minute of ticks", worker=workers[0])
+    wait_until(lambda: all(job.status == JobStatus.SUCCEEDED for job in tick_jobs()
+                           if job.schedule_tick <= window[1]), what="the jobs to run",
+               worker=workers[0])
     stop(*workers)
     jobs = assert_one_job_per_tick(*window)
     assert len(jobs) == 31

@@ -2,7 +2,8 @@
 and when, the status stays running until the worker stops the attempt, and then every outcome
 of that attempt, whatever it was, is written ``cancelled``: a late success cannot overwrite it,
 a failure with attempts left does not bring it back, and neither does the rescue of its lost
-worker. The worker's side (learning of it, stopping the job) is in tests/process/test_cancel.py.
+worker. The worker's side (learning of it, stopping the job) is in
+tests/process/test_cancel_running_worker.py.
 """
 
 import datetime as dt

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import UNFINISHED_STATUSES, JobStatus
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import always_fails, record, sleep_for
 
@@ -24,10 +24,10 @@ RECORD, FAILS, SLEEP = "tests.record", "tests.testapp.tasks.always_fails", "test
 
 def endpoint(worker) -> tuple:
     """(port, multiprocess directory or None) from the line the command prints."""
-    line = wait_for(lambda: re.search(r"metrics: http://[\d.]+:(\d+)/metrics \(Prometheus, "
-                                      r"(?:summed over the worker processes from (\S+)\)|of)",
-                                      worker.output),
-                    what="the metrics line", worker=worker)
+    line = wait_until(lambda: re.search(r"metrics: http://[\d.]+:(\d+)/metrics \(Prometheus, "
+                                        r"(?:summed over the worker processes from (\S+)\)|of)",
+                                        worker.output),
+                      what="the metrics line", worker=worker)
     return int(line[1]), line[2]
 
 
@@ -46,7 +46,7 @@ def scrape_until(port, condition, **wait) -> dict:
         samples = scrape(port)
         return samples if condition(samples) else None
 
-    return wait_for(scraped, **wait)
+    return wait_until(scraped, **wait)
 
 
 def value(samples, name, **labels) -> float:
@@ -97,16 +97,16 @@ def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_wo
 
     # During the drain: a sleeping job holds a slot; the live processes are the two children,
     # or one while the other is being replaced (a recycle).
-    wait_for(lambda: Execution.objects.filter(job_id__in=[j.pk for j in sleepers],
-                                              tag="started").exists(),
-             what="a sleeper running", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id__in=[j.pk for j in sleepers],
+                                                tag="started").exists(),
+               what="a sleeper running", worker=worker)
     during = scrape(port)
     assert value(during, "sqlqueue_worker_busy_slots", queue="default") >= 1
     assert value(during, "sqlqueue_worker_processes") in (1, 2)
     assert value(during, "sqlqueue_worker_slots") == 2 * value(during, "sqlqueue_worker_processes")
 
-    wait_for(lambda: not Job.objects.filter(status__in=UNFINISHED_STATUSES).exists(),
-             timeout=120, what="the drain", worker=worker)
+    wait_until(lambda: not Job.objects.filter(status__in=UNFINISHED_STATUSES).exists(),
+               timeout=120, what="the drain", worker=worker)
     runs = runs_by_task()
     assert runs == {RECORD: 150, SLEEP: 2, FAILS: 3}
     # An outcome is counted once written, just after its row changed: poll the endpoint.
@@ -161,15 +161,15 @@ def test_a_killed_child_leaves_no_live_process_or_busy_slot_behind(start_worker)
     worker = start_worker("--processes", "2", "-c", "2", "--metrics-port", "0",
                           "--metrics-address", "127.0.0.1", settings=SETTINGS)
     port, _ = endpoint(worker)
-    running = wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").first(),
-                       what="the sleeper running", worker=worker)
+    running = wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").first(),
+                         what="the sleeper running", worker=worker)
     scrape_until(port, lambda s: value(s, "sqlqueue_worker_busy_slots", queue="default") == 1
                  and value(s, "sqlqueue_worker_processes") == 2,
                  what="one busy slot, two processes", worker=worker)
     os.kill(int(running.worker.split(":")[1]), signal.SIGKILL)  # name:pid:suffix
     # The replacement's banner: its gauges are set by then.
-    wait_for(lambda: worker.output.count("django-sqlqueue ") == 3, what="the replacement",
-             worker=worker)
+    wait_until(lambda: worker.output.count("django-sqlqueue ") == 3, what="the replacement",
+               worker=worker)
     after = scrape(port)
     assert value(after, "sqlqueue_worker_processes") == 2  # not 3
     assert value(after, "sqlqueue_worker_busy_slots", queue="default") == 0

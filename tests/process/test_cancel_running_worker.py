@@ -12,7 +12,8 @@ from django.db import connection
 
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import job_status, wait_for
+from tests.process.conftest import job_status
+from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, async_sleep, loop_until_cancelled, sleep_in_c
 
@@ -26,8 +27,8 @@ SLACK = 10.0
 
 
 def started(job, worker):
-    wait_for(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-             what=f"job {job.pk} to start", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
+               what=f"job {job.pk} to start", worker=worker)
 
 
 def cancel_and_time(job, worker, *, bound):
@@ -35,8 +36,8 @@ def cancel_and_time(job, worker, *, bound):
     asked = time.monotonic()
     assert Job.objects.get(pk=job.pk).cancel(by="ops@example.com") is True
     assert job_status(job.pk) == JobStatus.RUNNING  # a request, until the worker stops it
-    wait_for(lambda: job_status(job.pk) == JobStatus.CANCELLED, timeout=bound,
-             what=f"job {job.pk} cancelled", worker=worker)
+    wait_until(lambda: job_status(job.pk) == JobStatus.CANCELLED, timeout=bound,
+               what=f"job {job.pk} cancelled", worker=worker)
     return time.monotonic() - asked
 
 
@@ -69,8 +70,8 @@ def test_loop_c_sleep_and_async_jobs_end_cancelled_and_the_worker_keeps_serving(
 
     # The worker goes on: new jobs run on the free threads, cancelled ones never again.
     more = [add.enqueue(n, n) for n in range(3)]
-    wait_for(lambda: all(job_status(j.pk) == JobStatus.SUCCEEDED for j in more),
-             what="jobs after the cancels", worker=worker)
+    wait_until(lambda: all(job_status(j.pk) == JobStatus.SUCCEEDED for j in more),
+               what="jobs after the cancels", worker=worker)
     assert worker.is_running() and Worker.objects.filter(pid=worker.pid).exists()
     for job in (looping, sleeping, awaiting):
         row = Job.objects.get(pk=job.pk)
@@ -88,12 +89,13 @@ def test_with_processes_a_job_ignoring_the_cancel_gets_its_child_replaced(start_
     worker = start_worker("-p", "2", settings=SETTINGS)
     started(sleeping, worker)
     cancel_and_time(sleeping, worker, bound=HEARTBEAT + GRACE + SLACK)
-    wait_for(lambda: "recycling: job" in worker.output and worker.output.count("started, pid") >= 3,
-             what="a replacement child", worker=worker)
+    wait_until(lambda: "recycling: job" in worker.output
+               and worker.output.count("started, pid") >= 3,
+               what="a replacement child", worker=worker)
     assert f"job {sleeping.pk} was cancelled and its thread cannot be stopped" in worker.output
     after = add.enqueue(2, 3)
-    wait_for(lambda: job_status(after.pk) == JobStatus.SUCCEEDED, what="a job after it",
-             worker=worker)
+    wait_until(lambda: job_status(after.pk) == JobStatus.SUCCEEDED, what="a job after it",
+               worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0, worker.output
 

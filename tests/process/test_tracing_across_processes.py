@@ -9,7 +9,8 @@ import pytest
 
 from django_sqlqueue import tracing
 from django_sqlqueue.statuses import JobStatus
-from tests.process.conftest import job_status, wait_for
+from tests.process.conftest import job_status
+from tests.support.waiting import wait_until
 from tests.testapp.tasks import add
 
 trace = pytest.importorskip("opentelemetry.trace")
@@ -37,7 +38,7 @@ def test_a_workers_run_span_links_to_the_enqueue(start_worker, tmp_path, monkeyp
 
     exported = tmp_path / "worker.jsonl"
     worker = start_worker(settings=FAST, env={"SQLQUEUE_TEST_OTEL_FILE": str(exported)})
-    wait_for(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the run", worker=worker)
+    wait_until(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the run", worker=worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     (process,) = [s for s in read(exported) if s["name"] == "process default"]

@@ -1,0 +1,63 @@
+"""``wait_until``: the suite's one way to wait for something to happen.
+
+A test that waits on another thread or process polls a condition until it holds, with a deadline
+and a failure that names what it waited for::
+
+    wait_until(lambda: job_status(job.pk) == "succeeded", what="the job to succeed",
+               worker=worker)
+"""
+
+import time
+
+from django.db import connections
+
+
+class StopWaiting(Exception):  # noqa: N818 - a signal to wait_until, not an error of its own
+    """Raised by a condition that can no longer come true (a worker it needs has exited):
+    ``wait_until`` fails at once with its message instead of waiting out the deadline."""
+
+
+def wait_until(condition, *, what, timeout=30.0, interval=0.05, worker=None, context=None):
+    """Poll ``condition()`` until it returns something truthy, and return that.
+
+    Each poll starts on fresh database connections (this thread's, unless a transaction is open
+    on one): it reads what other processes have committed since, and it survives a database
+    server restarted between polls. An exception from ``condition`` (the server restarting, a row
+    not written yet) counts as "not yet"; ``StopWaiting`` fails at once.
+
+    After ``timeout`` seconds, an AssertionError says what was awaited (``what``: "the job to
+    succeed"), the last exception if any, ``context()``'s text, and the output of ``worker``
+    (a WorkerProcess or a list of them).
+    """
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        _fresh_connections()
+        try:
+            value = condition()
+        except StopWaiting as stop:
+            raise AssertionError(f"gave up waiting for {what}: {stop}") from None
+        except Exception as exc:  # noqa: BLE001 - reported if the wait times out
+            value, last_error = None, exc
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)
+    message = f"timed out after {timeout:g}s waiting for {what}"
+    if last_error is not None:
+        message += f"\nlast error: {type(last_error).__name__}: {last_error}"
+    if context is not None:
+        message += f"\n{context()}"
+    workers = worker if isinstance(worker, list | tuple) else [worker] if worker else []
+    for each in workers:
+        message += f"\nworker output:\n{each.output}"
+    raise AssertionError(message)
+
+
+def _fresh_connections():
+    """Close this thread's database connections, but none inside a transaction (a test case's
+    own, which closing would break)."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
