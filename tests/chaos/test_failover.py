@@ -40,7 +40,7 @@ from tests.chaos.conftest import VENDOR, Fleet, elapsed, sized
 from tests.chaos.ledger import tally
 from tests.postgres_cluster import find_bindir
 from tests.postgres_pair import Pair
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.models import Run
 
 pytestmark = [pytest.mark.postgresql]
@@ -169,7 +169,7 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
     enqueuers = Enqueuers(JOBS, on_pair, tmp_path)
     try:
         # Mid-run: a third of the enqueues acknowledged, and the workers at work on them.
-        wait_for(lambda: len(enqueuers.acks()) >= JOBS // 3
+        wait_until(lambda: len(enqueuers.acks()) >= JOBS // 3
                  and _count(status=JobStatus.SUCCEEDED) > 0,
                  timeout=120, interval=0.02, what="a third of the enqueues")
         if not pair.synchronous:
@@ -187,13 +187,14 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
         acks = enqueuers.acks()
         assert len(acks) == JOBS
         # Finished when no job is left to run (a lost one never shows up to wait for).
-        fleet.wait_for(lambda: _count() > 0 and _count(status__in=UNFINISHED_STATUSES) == 0,
+        fleet.wait_until(lambda: _count() > 0 and _count(status__in=UNFINISHED_STATUSES) == 0,
                        timeout=sized(240, 1800), interval=0.5,
             what="every job on the new primary to finish")
         seconds = elapsed(started)
         # Every worker LISTENs on the new primary again, and one of them leads maintenance.
-        fleet.wait_for(lambda: _listeners() == len(CONCURRENCIES), what="LISTEN on the new primary")
-        fleet.wait_for(lambda: Leader.objects.using(ALIAS).filter(
+        fleet.wait_until(lambda: _listeners() == len(CONCURRENCIES),
+                         what="LISTEN on the new primary")
+        fleet.wait_until(lambda: Leader.objects.using(ALIAS).filter(
             name="maintenance", expires_at__gt=Now()).exists(), what="a maintenance leader")
         assert fleet.running(), f"a worker exited: {fleet.dead()}"
         exit_codes = fleet.stop()

@@ -16,7 +16,7 @@ from django.db import connections
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.postgres_cluster import Cluster
-from tests.process.conftest import wait_for
+from tests.support.waiting import wait_until
 from tests.testapp.jobs import work
 from tests.testapp.models import Run
 
@@ -79,7 +79,7 @@ def test_two_primaries_each_drained_by_its_own_workers(second_primary, start_wor
     def succeeded(alias):
         return Job.objects.using(alias).filter(status=JobStatus.SUCCEEDED).count()
 
-    wait_for(lambda: succeeded("default") == JOBS and succeeded(SECOND) == JOBS,
+    wait_until(lambda: succeeded("default") == JOBS and succeeded(SECOND) == JOBS,
              what="every job on both primaries")
     runs = list(Run.objects.values_list("job_id", "key", "worker"))
     assert Counter(job_id for job_id, _, _ in runs) == Counter(
