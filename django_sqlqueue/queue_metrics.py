@@ -17,6 +17,7 @@ from django.db.models import Count, Min, Q
 from .conf import get_settings
 from .models import Job, Worker
 from .scheduling import database_now
+from .snapshot import replica_state
 from .statuses import JobStatus
 
 
@@ -61,6 +62,13 @@ class QueueMetricsCollector:
             jobs.add_metric([row["queue"], row["task_name"], JobStatus.RUNNING], row["jobs"])
         yield from (jobs, ready, lag)
         yield from self._workers(now, queues)
+        replica = replica_state(self.alias)  # SQLQUEUE["READ_DATABASE"], a standby
+        if replica is not None and replica.age_seconds is not None:
+            age = GaugeMetricFamily("sqlqueue_replica_age_seconds", "These gauges are read from "
+                                    "a replica: how long ago the last change it replayed was "
+                                    "committed on the primary.")
+            age.add_metric([], replica.age_seconds)
+            yield age
 
     def _waiting(self, now):
         """Queued and failed jobs by queue, task and status; due ones apart. The filter is the

@@ -27,6 +27,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from . import sql, throughput
+from .conf import get_settings
+from .durations import seconds_text
 from .liveness import DEAD, heartbeat_state, serves
 from .models import Job, Worker
 from .statuses import FINISHED_STATUSES, READY_STATUSES, JobStatus
@@ -76,6 +78,27 @@ class QueueSnapshot:
 
 
 @dataclass
+class ReplicaState:
+    """How current the data of a PostgreSQL standby is (``SQLQUEUE["READ_DATABASE"]``)."""
+
+    replayed_at: dt.datetime | None  # primary's commit time of the last transaction replayed
+    age_seconds: float | None  # how long ago that was, by the standby's clock
+    replay_lag_seconds: float  # replay behind what it received (0: replayed all it has)
+
+    def as_json(self) -> dict:
+        return {"replayed_at": _iso(self.replayed_at),
+                "age_seconds": _rounded(self.age_seconds),
+                "replay_lag_seconds": _rounded(self.replay_lag_seconds)}
+
+    def text(self) -> str:
+        if self.replayed_at is None:
+            return "a replica that has replayed no transaction yet"
+        return (f"a replica: its last change replayed was committed "
+                f"{seconds_text(self.age_seconds)} ago on the primary "
+                f"(replay {seconds_text(self.replay_lag_seconds)} behind)")
+
+
+@dataclass
 class Snapshot:
     taken_at: dt.datetime
     queues: list  # of QueueSnapshot, by name
@@ -83,6 +106,8 @@ class Snapshot:
     estimated: tuple = ()  # the states whose counts are estimates (and the lag, with "queued")
     minute_start: dt.datetime | None = None  # the first minute of per_minute
     rolled_up_to: dt.datetime | None = None
+    database: str = "default"  # the alias read
+    replica: ReplicaState | None = None  # when that is a PostgreSQL standby: how current it is
 
     @property
     def live_workers(self) -> list:
@@ -93,6 +118,8 @@ class Snapshot:
         (docs/observability.md describes it)."""
         return {
             "taken_at": _iso(self.taken_at),
+            "database": self.database,
+            "replica": self.replica.as_json() if self.replica else None,
             "estimated": list(self.estimated),
             "minute_start": _iso(self.minute_start),
             "queues": [queue.as_json() for queue in self.queues],
@@ -105,6 +132,12 @@ class Snapshot:
         }
 
 
+def read_alias(fallback: str) -> str:
+    """Where the dashboard, stats and the metrics view read: ``SQLQUEUE["READ_DATABASE"]`` (a
+    replica), else ``fallback``, what they read without it."""
+    return get_settings().READ_DATABASE or fallback
+
+
 def take(*, alias: str = "default", now: dt.datetime | None = None) -> Snapshot:
     """The queues now (``now``: tests pass a time; default the host's clock)."""
     now = now or timezone.now()
@@ -114,7 +147,24 @@ def take(*, alias: str = "default", now: dt.datetime | None = None) -> Snapshot:
         if text and not _in_outer_transaction(connection):
             with connection.cursor() as cursor:
                 cursor.execute(text, [])
-        return _read(alias, now)
+        snap = _read(alias, now)
+        snap.database, snap.replica = alias, replica_state(alias)
+        return snap
+
+
+def replica_state(alias: str) -> ReplicaState | None:
+    """How current ``alias`` is if it is a PostgreSQL standby; None for a primary (and on
+    SQLite and MariaDB, where it is not measured)."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(sql.REPLICA_STATE, [])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    replayed_at, age, lag = row
+    return ReplicaState(replayed_at, None if age is None else float(age), float(lag or 0))
 
 
 def _in_outer_transaction(connection) -> bool:
@@ -223,3 +273,7 @@ def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:
 
 def _iso(moment) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+def _rounded(seconds) -> float | None:
+    return None if seconds is None else round(seconds, 3)

@@ -756,6 +756,19 @@ def sampled_status_counts(model, connection) -> str:
 TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
 
 
+#: On a PostgreSQL standby (no row on a primary): when the last transaction it replayed committed
+#: on the primary, how long ago that is by the standby's clock, and how many seconds its replay
+#: is behind what it has received (0 when it has replayed all of it: the usual lag formula, blind
+#: to WAL not yet received, which the first two columns show). For READ_DATABASE.
+REPLICA_STATE = (
+    "SELECT pg_last_xact_replay_timestamp(), "
+    "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), "
+    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END "
+    "WHERE pg_is_in_recovery()"
+)
+
+
 #: Whether an index is invalid: left behind by a ``CREATE INDEX CONCURRENTLY`` that did not finish
 #: (PostgreSQL; no row when there is no such index). Parameter: the quoted index name.
 INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"

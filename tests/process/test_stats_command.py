@@ -63,7 +63,8 @@ def test_json_for_scripts(db_url, queues):
     done = stats("--json", db_url=db_url)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert set(document) == {"taken_at", "estimated", "minute_start", "queues", "workers"}
+    assert set(document) == {"taken_at", "database", "replica", "estimated", "minute_start",
+                             "queues", "workers"}
     default, emails = document["queues"]
     assert default["counts"] == {"queued": 2, "scheduled": 1, "running": 1, "succeeded": 2,
                                  "failed": 1, "exhausted": 1, "cancelled": 0, "expired": 0}

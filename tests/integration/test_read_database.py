@@ -1,0 +1,43 @@
+"""SQLQUEUE["READ_DATABASE"]: where the dashboard, stats and the metrics view read, checked at
+``manage.py check``; a snapshot says which database it read and, on a standby, how current that
+is (tests/admin/test_replica_reads.py reads from a real one)."""
+
+import pytest
+from django.core import checks
+
+from django_sqlqueue import snapshot
+
+pytestmark = pytest.mark.django_db
+
+
+def _sqlqueue_errors():
+    return [message for message in checks.run_checks() if message.id.startswith("sqlqueue.")]
+
+
+def test_an_unknown_read_alias_is_an_error_naming_it(settings):
+    settings.SQLQUEUE = {"READ_DATABASE": "replika"}
+    (error,) = _sqlqueue_errors()
+    assert error.id == "sqlqueue.E004"
+    assert "'replika' is not in settings.DATABASES" in error.msg
+
+
+def test_read_alias_is_the_setting_else_the_fallback(settings):
+    assert snapshot.read_alias("default") == "default"
+    settings.SQLQUEUE = {"READ_DATABASE": "other"}
+    assert snapshot.read_alias("default") == "other"
+    assert _sqlqueue_errors() == []
+
+
+def test_a_snapshot_of_a_primary_names_it_and_no_replica():
+    snap = snapshot.take()
+    assert snap.database == "default" and snap.replica is None
+    document = snap.as_json()
+    assert document["database"] == "default" and document["replica"] is None
+
+
+def test_a_replica_state_in_words():
+    state = snapshot.ReplicaState(replayed_at=None, age_seconds=None, replay_lag_seconds=0.0)
+    assert state.text() == "a replica that has replayed no transaction yet"
+    state = snapshot.ReplicaState(replayed_at=object(), age_seconds=2.5, replay_lag_seconds=0.0)
+    assert state.text() == ("a replica: its last change replayed was committed 2.5 s ago on "
+                            "the primary (replay 0 ms behind)")
