@@ -89,6 +89,11 @@ class Pair:
             "CONN_HEALTH_CHECKS": True,
         }
 
+    def server_database(self, cluster, name) -> dict:
+        """A ``DATABASES`` entry of one server of the pair (the standby: a read replica)."""
+        return {**self.django_database(name), "HOST": "127.0.0.1", "PORT": str(cluster.port),
+                "OPTIONS": {}}
+
     def postmaster_pid(self, cluster) -> int:
         return int((cluster.datadir / "postmaster.pid").read_text().split()[0])
 
@@ -111,10 +116,14 @@ class Pair:
         the primary goes on committing (asynchronous replication waits for no standby), and the
         standby gets none of it. (Stopping the standby's receiver instead holds back nothing:
         the sender goes on filling the socket's buffers, megabytes on one machine, which the
-        receiver still reads after the crash.) ``crash()`` ends the stalled sender too."""
+        receiver still reads after the crash.) ``crash()`` ends the stalled sender too;
+        ``resume_replication()`` lets it go on."""
         with self.connect(self.primary) as conn:
-            pid = conn.execute("SELECT pid FROM pg_stat_replication").fetchone()[0]
-        os.kill(pid, signal.SIGSTOP)
+            self._sender = conn.execute("SELECT pid FROM pg_stat_replication").fetchone()[0]
+        os.kill(self._sender, signal.SIGSTOP)
+
+    def resume_replication(self):
+        os.kill(self._sender, signal.SIGCONT)
 
     def flush_lag_bytes(self) -> int:
         """WAL bytes the primary has written that the standby has not yet flushed: what a crash
