@@ -3,7 +3,8 @@ dies) while 4 processes enqueue 5,000 jobs, one per transaction, and 4 workers d
 second later the standby is promoted (``pg_ctl promote``, what a failover manager does once it
 has seen the primary gone). Everyone connects through one multi-host connection string with
 ``target_session_attrs=read-write`` (tests/postgres_pair.py), so they find the new primary on
-their own, LISTEN again there, and one of them leads maintenance there.
+their own, LISTEN again there, and one of them leads maintenance there. A schedule ticks every
+2 s throughout: with the synchronous standby, no tick is skipped or doubled by the failover.
 
 - With a **synchronous** standby, every enqueue that returned is on the new primary and runs;
   every job present succeeds, at one attempt (an interruption uses none); a job ran twice only
@@ -21,6 +22,7 @@ key may end up with two jobs: one whose commit happened without its answer. That
 at-least-once of any enqueue over a network; ``ambiguous_enqueues`` counts them.
 """
 
+import datetime as dt
 import functools
 import json
 import os
@@ -33,6 +35,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_sqlqueue.models import Job, Leader
 from django_sqlqueue.statuses import UNFINISHED_STATUSES, JobStatus
@@ -56,6 +59,7 @@ SETTINGS = {
     "LEASE_SECONDS": 5, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.3,
     "MAX_ATTEMPTS": 1,
 }
+SCHEDULE, TICK = "every-2s", dt.timedelta(seconds=2)  # tests/testapp/periodic.py
 # The time a failover manager takes to see the primary gone before it promotes (Patroni's and
 # pg_auto_failover's defaults are tens of seconds; 1 s keeps the run short, and the queue does
 # not care how long: workers and enqueuers retry until a primary answers).
@@ -159,13 +163,25 @@ def _listeners() -> int:
         return cursor.fetchone()[0]
 
 
+def _tick_jobs() -> list:
+    """Jobs of the 2-second schedule of tests/testapp/periodic.py (workers started with
+    SQLQUEUE_TEST_SCHEDULES=1 tick it)."""
+    return [job for job in Job.objects.using(ALIAS).filter(
+        unique_key__startswith=f"schedule:{SCHEDULE}@") if job.schedule_name == SCHEDULE]
+
+
+def _ticks_after(moment) -> list:
+    return sorted(job.schedule_tick for job in _tick_jobs() if job.schedule_tick > moment)
+
+
 def _count(**filters):
     return Job.objects.using(ALIAS).filter(**filters).count()
 
 
 def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability):
     started = time.monotonic()
-    fleet = Fleet(functools.partial(start_worker, env=on_pair), CONCURRENCIES, settings=SETTINGS)
+    fleet = Fleet(functools.partial(start_worker, env={**on_pair, "SQLQUEUE_TEST_SCHEDULES": "1"}),
+                  CONCURRENCIES, settings=SETTINGS)
     enqueuers = Enqueuers(JOBS, on_pair, tmp_path)
     try:
         # Mid-run: a third of the enqueues acknowledged, and the workers at work on them.
@@ -177,7 +193,7 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
             pair.stall_replication()
             time.sleep(STALL_SECONDS)
         behind = pair.flush_lag_bytes()
-        crashed_at = time.monotonic()
+        crashed_at, crashed_wall = time.monotonic(), timezone.now()
         pair.crash()
         time.sleep(DETECTION_SECONDS)
         pair.promote()
@@ -191,6 +207,10 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
                        timeout=sized(240, 1800), interval=0.5,
             what="every job on the new primary to finish")
         seconds = elapsed(started)
+        # The schedule ticks on the new primary: two ticks after the promotion.
+        promoted_wall = timezone.now() - dt.timedelta(seconds=time.monotonic() - promoted_at)
+        fleet.wait_until(lambda: len(_ticks_after(promoted_wall)) >= 2 and not _count(
+            status__in=UNFINISHED_STATUSES), what="two ticks after the failover", timeout=60)
         # Every worker LISTENs on the new primary again, and one of them leads maintenance.
         fleet.wait_until(lambda: _listeners() == len(CONCURRENCIES),
                          what="LISTEN on the new primary")
@@ -204,10 +224,17 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
     connections[ALIAS].close()
     errors = enqueuers.errors()
     after_crash = [t for _, _, t in acks if t > crashed_at]
-    jobs_by_key = Counter(Job.objects.using(ALIAS).values_list("payload__kwargs__key", flat=True))
+    jobs_by_key = Counter(Job.objects.using(ALIAS).filter(task_name="chaos.work")
+                          .values_list("payload__kwargs__key", flat=True))
     ran = set(Run.objects.using(ALIAS).exclude(finished_at=None).values_list("job_id", "key"))
     lost = [(pk, key) for pk, key, _ in acks if (pk, key) not in ran]
-    result = tally(using=ALIAS)
+    result = tally(Job.objects.using(ALIAS).filter(task_name="chaos.work")
+                   .values_list("pk", flat=True), using=ALIAS)
+    ticks = Counter(job.schedule_tick for job in _tick_jobs())
+    first, last = min(ticks), max(ticks)
+    missing = [first + k * TICK for k in range((last - first) // TICK + 1)
+               if first + k * TICK not in ticks]
+    doubled = [tick for tick, n in ticks.items() if n > 1]
     mode = "synchronous" if pair.synchronous else "asynchronous"
     reliability(
         f"failover ({mode})", workers=len(CONCURRENCIES), enqueuers=ENQUEUERS,
@@ -220,6 +247,7 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
         enqueues_resumed_after_seconds=round(
             min((t for t in after_crash if t > promoted_at), default=-1) - crashed_at, 2),
         promoted_after_seconds=round(promoted_at - crashed_at, 2), worker_exits=0,
+        schedule_ticks=len(ticks), ticks_missing=len(missing), ticks_doubled=len(doubled),
         **result.figures(), seconds=seconds,
     )
 
@@ -229,6 +257,10 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
     assert exit_codes == [0] * len(exit_codes), fleet.output()[-5000:]
     assert "database unavailable" in fleet.output()
     assert result.executions >= len(acks) - len(lost)
+    assert first < crashed_wall < last, "the schedule did not tick across the failover"
     if pair.synchronous:
         assert not lost, f"{len(lost)} acknowledged enqueue(s) lost, e.g. {lost[:5]}"
         result.assert_clean()
+        # A tick is its job's insert and the schedule's cursor in one transaction: neither
+        # skipped nor doubled by the failover.
+        assert not missing and not doubled, (missing, doubled)
