@@ -1,4 +1,4 @@
-"""Scenario 5, failover: the primary dies (SIGKILL of every one of its processes, as a machine that
+"""Scenario 9, failover: the primary dies (SIGKILL of every one of its processes, as a machine that
 dies) while 4 processes enqueue 5,000 jobs, one per transaction, and 4 workers drain them; a
 second later the standby is promoted (``pg_ctl promote``, what a failover manager does once it
 has seen the primary gone). Everyone connects through one multi-host connection string with
