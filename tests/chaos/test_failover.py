@@ -72,6 +72,8 @@ STALL_SECONDS = 0.5
 # Enqueuers pause 0-6 ms between enqueues, so that enqueuing lasts several seconds and the crash
 # lands in the middle of it, as it would under a steady stream of web requests.
 MAX_PAUSE_MS = 6
+# Enqueuing takes about 10 s; an enqueuer still at it after this gives up and fails the test.
+ENQUEUE_DEADLINE = sized(120, 1200)
 
 
 @pytest.fixture(params=[True, False], ids=["synchronous", "asynchronous"])
@@ -83,10 +85,12 @@ def pair(request):
             find_bindir()
         except RuntimeError:
             pytest.skip("needs PostgreSQL's server binaries for a pair of its own")
-    pair = Pair(synchronous=request.param).start()
-    pair.create_database(NAME)
-    yield pair
-    pair.destroy()
+    pair = Pair(synchronous=request.param)
+    try:
+        pair.start().create_database(NAME)
+        yield pair
+    finally:
+        pair.destroy()
 
 
 @pytest.fixture
@@ -118,7 +122,8 @@ class Enqueuers:
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests.chaos.enqueuer", f"p{n}", str(count // ENQUEUERS),
-                 str(out), "--max-pause-ms", str(MAX_PAUSE_MS), "--deadline-seconds", "300"],
+                 str(out), "--max-pause-ms", str(MAX_PAUSE_MS),
+                 "--deadline-seconds", str(ENQUEUE_DEADLINE)],
                 cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **env},
                 stdout=log, stderr=subprocess.STDOUT,
             )
@@ -198,7 +203,7 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
         time.sleep(DETECTION_SECONDS)
         pair.promote()
         promoted_at = time.monotonic()
-        codes = enqueuers.wait(timeout=sized(240, 1200))
+        codes = enqueuers.wait(timeout=ENQUEUE_DEADLINE + 30)
         assert codes == [0] * ENQUEUERS, enqueuers.output()
         acks = enqueuers.acks()
         assert len(acks) == JOBS
