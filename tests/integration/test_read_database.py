@@ -10,14 +10,14 @@ from django_sqlqueue import snapshot
 pytestmark = pytest.mark.django_db
 
 
-def _sqlqueue_errors():
-    return [message for message in checks.run_checks() if message.id.startswith("sqlqueue.")]
+def _read_database_errors():
+    # (Only this check's: the pgbouncer pass adds its warning sqlqueue.W001 to every run.)
+    return [message for message in checks.run_checks() if message.id == "sqlqueue.E004"]
 
 
 def test_an_unknown_read_alias_is_an_error_naming_it(settings):
     settings.SQLQUEUE = {"READ_DATABASE": "replika"}
-    (error,) = _sqlqueue_errors()
-    assert error.id == "sqlqueue.E004"
+    (error,) = _read_database_errors()
     assert "'replika' is not in settings.DATABASES" in error.msg
 
 
@@ -25,7 +25,7 @@ def test_read_alias_is_the_setting_else_the_fallback(settings):
     assert snapshot.read_alias("default") == "default"
     settings.SQLQUEUE = {"READ_DATABASE": "other"}
     assert snapshot.read_alias("default") == "other"
-    assert _sqlqueue_errors() == []
+    assert _read_database_errors() == []
 
 
 def test_a_snapshot_of_a_primary_names_it_and_no_replica():
