@@ -111,8 +111,13 @@ class WorkerProcess:
         self.wakeup.start()
         self.writer.start()
         # Heartbeats go on through a graceful shutdown, so running jobs keep their leases.
+        # A failed beat is tried again within half an interval, never later: with the usual
+        # backoff (up to 10 s), a beat that failed a few times in a row outlived the leases it
+        # renews (5 s in the chaos suite), and the held jobs were rescued from a live worker,
+        # each rescue an interruption (a MariaDB chaos run of killed connections used up a
+        # job's three).
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
-                    until=self.finished)
+                    until=self.finished, max_delay=self.config.heartbeat_interval / 2)
         threading.Thread(target=self._watch_cancels, name="sqlqueue-cancels",
                          daemon=True).start()
         self._every(self.config.maintenance_interval, self._maintain, "maintenance",
@@ -363,7 +368,7 @@ class WorkerProcess:
             lease_seconds=self.config.lease_seconds,
         )
 
-    def _every(self, seconds, step, name, *, until, keep_connection=False):
+    def _every(self, seconds, step, name, *, until, keep_connection=False, max_delay=10.0):
         """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
         ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
         connection from one pass to the next instead of opening one per pass; for steps that
@@ -373,7 +378,8 @@ class WorkerProcess:
             while not until.wait(seconds):
                 failed = False
                 try:
-                    call_with_retry(step, alias=self.alias, what=name, stop=until.is_set)
+                    call_with_retry(step, alias=self.alias, what=name, stop=until.is_set,
+                                    max_delay=max_delay)
                 except TRANSIENT:
                     failed = True
                 except Exception:

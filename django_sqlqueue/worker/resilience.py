@@ -60,13 +60,15 @@ class Backoff:
         return delay
 
 
-def call_with_retry(fn, *, alias: str, what: str, deadline: float | None = None, stop=None):
-    """Call ``fn`` until it succeeds, retrying transient database errors with backoff.
+def call_with_retry(fn, *, alias: str, what: str, deadline: float | None = None, stop=None,
+                    max_delay: float = 10.0):
+    """Call ``fn`` until it succeeds, retrying transient database errors with backoff (0.5 s,
+    doubling, up to ``max_delay``).
 
     Gives up (re-raising) after ``deadline`` (a time.monotonic() value) or once ``stop()`` is
     true, so a shutdown is never held hostage by a database that is gone.
     """
-    backoff = Backoff()
+    backoff = Backoff(maximum=max_delay)
     while True:
         try:
             return fn()

@@ -84,7 +84,9 @@ def tally(job_ids=None, *, killed=None, causes=DATABASE_CAUSES, using="default")
 def _check_job(result, job, runs, errors, killed, causes):
     final = [run for run in runs if run.attempt == job.attempts and run.finished_at is not None]
     if job.status != JobStatus.SUCCEEDED:
-        result.lost.append((job.pk, f"ended {job.status} after {job.attempts} attempt(s)"))
+        last = (job.errors or [{}])[-1].get("message", "no error recorded")
+        result.lost.append((job.pk, f"ended {job.status} after {job.attempts} attempt(s): "
+                                    f"{last}"))
     elif not final:
         result.lost.append((job.pk, f"succeeded, but attempt {job.attempts} left no finished run"))
     for run in runs:

@@ -32,44 +32,83 @@ def _interrupted_entries(job) -> list:
     return [entry for entry in job.errors if entry.get("interrupted")]
 
 
+def _thousand_tasks() -> list:
+    results = [tasks.record_run.enqueue(str(n), sleep_seconds=0.02) for n in range(1000)]
+    assert Job.objects.get(pk=int(results[0].id)).max_attempts == 1  # the backend's default
+    return results
+
+
+def _at_shares_of_the_run(results, worker, chaos):
+    """``chaos()`` once 25% and once 60% of the tasks are done."""
+    for share in (0.25, 0.6):
+        wait_until(lambda s=share: Job.objects.filter(status=JobStatus.SUCCEEDED).count()
+                   >= s * len(results), timeout=180, what=f"{share:.0%} of the tasks done",
+                   worker=worker)
+        chaos()
+        connections.close_all()
+
+
+def _every_task_succeeded_once(results, worker) -> list:
+    """Every task SUCCESSFUL; each wrote its row, and a second one only where a run was cut
+    after its write. Returns the interruption entries."""
+    wait_until(lambda: _unfinished() == 0, timeout=300, interval=0.5, what="every task to end",
+               worker=worker)
+    jobs = list(Job.objects.filter(pk__in=[int(r.id) for r in results]))
+    statuses = Counter(task_backends["default"].get_result(str(job.pk)).status for job in jobs)
+    failed = [(job.pk, job.errors[-1]["message"]) for job in jobs
+              if job.status != JobStatus.SUCCEEDED][:5]
+    assert statuses == {TaskResultStatus.SUCCESSFUL: len(results)}, (statuses, failed)
+    rows = Counter(Run.objects.values_list("job_id", flat=True))
+    entries = []
+    for job in jobs:
+        cuts = _interrupted_entries(job)
+        entries += cuts
+        assert 1 <= rows[job.pk] <= 1 + len(cuts), (job.pk, rows[job.pk], job.errors)
+        assert job.attempts == job.max_attempts  # every cut attempt was given back
+    return entries
+
+
 @pytest.mark.server_database
 @pytest.mark.timeout(900)  # restarts the server, as the chaos scenarios do
 def test_database_restarts_fail_no_task_at_the_defaults(start_worker, database_server):
     if database_server is None:
         pytest.skip("needs the suite's own server (DATABASE_URL names an outside one)")
-    results = [tasks.record_run.enqueue(str(n), sleep_seconds=0.02) for n in range(1000)]
-    assert {Job.objects.get(pk=r.id).max_attempts for r in results[:1]} == {1}  # the default
+    results = _thousand_tasks()
     # Leases far longer than a restart: no held job's lease runs out while its worker waits for
     # the database (that would be a rescue, an interruption too, but not what this counts).
     workers = [start_worker("-c", "4", settings={**FAST, "LEASE_SECONDS": 60})
                for _ in range(3)]
-    for share in (0.25, 0.6):
-        wait_until(lambda s=share: Job.objects.filter(status=JobStatus.SUCCEEDED).count()
-                   >= s * len(results), timeout=180, what=f"{share:.0%} of the tasks done",
-                   worker=workers[0])
-        database_server.restart(mode="fast")
-        connections.close_all()
-    wait_until(lambda: _unfinished() == 0, timeout=300, interval=0.5, what="every task to end",
-               worker=workers[0])
-    jobs = list(Job.objects.filter(pk__in=[int(r.id) for r in results]))
-    statuses = Counter(task_backends["default"].get_result(str(job.pk)).status for job in jobs)
-    failed = [(job.pk, job.errors[-1]["message"]) for job in jobs
-              if job.status != JobStatus.SUCCEEDED][:5]
-    assert statuses == {TaskResultStatus.SUCCESSFUL: 1000}, (statuses, failed)
-    rows = Counter(Run.objects.values_list("job_id", flat=True))
-    interrupted = 0
-    for job in jobs:
-        cuts = len(_interrupted_entries(job))
-        interrupted += cuts
-        # Each task wrote its row; a second one only where a run was cut after its write.
-        assert 1 <= rows[job.pk] <= 1 + cuts, (job.pk, rows[job.pk], job.errors)
-        assert job.attempts == job.max_attempts  # every cut attempt was given back
-    assert interrupted > 0, "no restart cut a run in flight: nothing was tested"
+    _at_shares_of_the_run(results, workers[0], lambda: database_server.restart(mode="fast"))
+    entries = _every_task_succeeded_once(results, workers[0])
+    assert entries, "no restart cut a run in flight: nothing was tested"
     # A worker starts no held job while its database is away: each restart cuts at most the
     # runs in flight, one per thread, not also every job claimed ahead (8 per thread).
-    causes = Counter(entry["type"] for job in jobs for entry in _interrupted_entries(job))
-    assert interrupted <= 2 * 3 * 4, f"{interrupted} runs cut by 2 restarts of 12 threads: {causes}"
+    causes = Counter(entry["type"] for entry in entries)
+    assert len(entries) <= 2 * 3 * 4, (
+        f"{len(entries)} runs cut by 2 restarts of 12 threads: {causes}")
     assert all(w.is_running() for w in workers), [w.output[-2000:] for w in workers]
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_killed_workers_fail_no_task_at_the_defaults(start_worker):
+    """The same on every database, SQLite included: twice, a worker is SIGKILLed mid-run and
+    another started in its place."""
+    results = _thousand_tasks()
+    workers = [start_worker("-c", "4", settings=FAST) for _ in range(3)]
+
+    def kill_one():
+        victim = workers.pop(0)
+        victim.signal(signal.SIGKILL)
+        victim.wait()
+        workers.append(start_worker("-c", "4", settings=FAST))
+
+    _at_shares_of_the_run(results, workers[-1], kill_one)
+    entries = _every_task_succeeded_once(results, workers[-1])
+    assert entries, "no kill cut a run in flight: nothing was tested"
+    assert {entry["type"] for entry in entries} == {"django_sqlqueue.outcomes.WorkerLost"}
     for worker in workers:
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output[-3000:]
