@@ -189,9 +189,10 @@ def test_failover_under_load(pair, on_pair, start_worker, tmp_path, reliability)
                   CONCURRENCIES, settings=SETTINGS)
     enqueuers = Enqueuers(JOBS, on_pair, tmp_path)
     try:
-        # Mid-run: a third of the enqueues acknowledged, and the workers at work on them.
+        # Mid-run: a third of the enqueues acknowledged, the workers at work on them, and the
+        # schedule ticking.
         wait_until(lambda: len(enqueuers.acks()) >= JOBS // 3
-                 and _count(status=JobStatus.SUCCEEDED) > 0,
+                 and _count(status=JobStatus.SUCCEEDED) > 0 and _tick_jobs(),
                  timeout=120, interval=0.02, what="a third of the enqueues")
         if not pair.synchronous:
             # The standby falls behind by STALL_SECONDS of commits, as over a slow link.
