@@ -126,7 +126,7 @@ def measure(args):
     import django_sqlqueue
     from django_sqlqueue import snapshot
     from django_sqlqueue.models import Job
-    from django_sqlqueue.worker.rollup import Rollup
+    from django_sqlqueue.worker.maintenance.rollup import Rollup
 
     print(f"django-sqlqueue from {Path(django_sqlqueue.__file__).parent}")
     User.objects.create_superuser("bench", "bench@example.com", "bench")

@@ -49,8 +49,8 @@ def main():
         import psycopg
 
         from benchmarks.benchapp import tasks
+        from django_sqlqueue.claim.limited import read_controls
         from django_sqlqueue.models import Job
-        from django_sqlqueue.queue_limits import read_controls
 
         controls = read_controls(Job, "default")  # as a worker holds them: read once a second
 

@@ -58,7 +58,7 @@ def measure(label: str) -> None:
     from django.db.models import Count
 
     from django_sqlqueue.models import Job
-    from django_sqlqueue.queue_metrics import QueueMetricsCollector
+    from django_sqlqueue.observability.queue_metrics import QueueMetricsCollector
     from django_sqlqueue.scheduling import database_now
 
     collector = QueueMetricsCollector("default")

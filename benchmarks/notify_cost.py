@@ -116,7 +116,8 @@ def pickup(dsn: str, mode: str, logdir: Path) -> dict:
     system = sqlqueue.System(dsn, logdir)  # sets Django up once; the mode is set below
     from django.conf import settings
 
-    from django_sqlqueue import conf, notify
+    from django_sqlqueue import conf
+    from django_sqlqueue.enqueue import notify
 
     settings.SQLQUEUE = MODES[mode]
     conf._validated = None  # read again: the settings were changed by hand, not by a signal

@@ -26,10 +26,10 @@ Variants: ``tuned`` is the job table as migration 0011 leaves it (its storage pa
 ``sql.job_table_storage_parameters``); ``untuned`` resets them to PostgreSQL's defaults first.
 
 Every second it records: **claim time**: p50 and p95 of ten probes a second of the bounded
-read (``sql.ready_ids_after``: ready rows after a position in claim order, with the workers'
+read (``ready_ids_after``, db/base.py: ready rows after a position in claim order, the workers'
 LIMIT of 10), the read the workers use while their claims from the front are slow
-(worker/claim_bound.py); one probe of the full read (ready rows from the front of the order,
-``sql.ready_ids``, through the index ``sqlqueue_job_ready_any_queue``), as a worker claims at
+(claim/bounded.py); one probe of the full read (ready rows from the front of the order,
+``ready_ids``, through the index ``sqlqueue_job_ready_any_queue``), as a worker claims at
 least once a second; and from pg_stat_statements the workers' mean claim statement time, of
 all their claims and of each kind, and the share of bounded ones; **pickup latency** (p50 and
 p95 of ``claimed_at - enqueued_at`` of the jobs enqueued two seconds earlier, read by id); the
@@ -66,13 +66,13 @@ PAYLOAD = "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::json
 ENQUEUE = (f"WITH inserted AS (INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
            f"SELECT '{TASK}', {PAYLOAD} FROM generate_series(1, %s) AS i RETURNING id) "
            "SELECT min(id), max(id), pg_notify('django_sqlqueue', 'default') FROM inserted")
-#: The claim's read as the workers run it (sql.ready_ids, every queue): the first ready rows in
+#: The claim's read as the workers run it (ready_ids, every queue): the first ready rows in
 #: claim order. Without FOR UPDATE, so that the probe takes no job from the workers; stepping
 #: over dead index entries costs the same. This is the full read, from the front of the order.
 READY = ("FROM django_sqlqueue_job WHERE status IN ('queued', 'failed') AND run_at <= now() "
          "AND (expires_at IS NULL OR expires_at > now())")
 CLAIM_PROBE = f"SELECT priority, run_at, id {READY} ORDER BY priority DESC, run_at, id LIMIT 10"
-#: The bounded read (sql.ready_ids_after) the workers use while full claims are slow
+#: The bounded read (ready_ids_after) the workers use while full claims are slow
 #: (worker/claim_bound.py): the rows after a position in claim order. The probe's position is
 #: the first row its previous read found, about 100 ms old: a worker's is its last claimed job,
 #: a few ms old, so the probe steps over more claimed entries than a worker does.
@@ -81,7 +81,7 @@ BOUNDED_PROBE = (
     "AND priority = %s AND (run_at, id) > (%s, %s) ORDER BY run_at, id LIMIT 10) AS same "
     f"UNION ALL SELECT * FROM (SELECT priority, run_at, id {READY} AND priority < %s "
     "ORDER BY priority DESC, run_at, id LIMIT 10) AS lower) AS bounded LIMIT 10")
-#: The workers' claim statements in pg_stat_statements (sql.claim_jobs), all and bounded ones.
+#: The workers' claim statements in pg_stat_statements (claim_jobs), all and bounded ones.
 CLAIMS = "query LIKE 'WITH clock%SKIP LOCKED%'"
 BOUNDED = f"{CLAIMS} AND query LIKE '%same_priority%'"
 STATS = (f"SELECT n_dead_tup, n_live_tup, pg_relation_size('{TABLE}'), "  # noqa: S608

@@ -5,10 +5,10 @@ module, including ones Django imports before the app registry is ready.
 """
 
 from .context import current_job
+from .enqueue.on_commit import enqueue_on_commit
 from .exceptions import Abort, Reschedule
 from .registry import job
-from .schedules import schedule
-from .transactions import enqueue_on_commit
+from .schedules.declare import schedule
 
 __version__ = "0.1.0"
 

@@ -32,9 +32,9 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import backend_checks
-from .building import job_fields
+from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
-from .runner import Attempt, OutcomeKind, arguments, register_adapter
+from .run.runner import Attempt, OutcomeKind, arguments, register_adapter
 from .statuses import JobStatus
 
 logger = logging.getLogger(__name__)

@@ -4,6 +4,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 
+from .db import ops
+
 
 @checks.register(checks.Tags.compatibility)
 def check_settings(app_configs=None, **kwargs):
@@ -18,59 +20,11 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def database_problem(alias: str) -> str | None:
-    """Why the database ``alias`` cannot hold the jobs table, or None if it can.
-
-    The claim is one UPDATE ... RETURNING (with FOR UPDATE SKIP LOCKED on PostgreSQL); on
-    MariaDB a SELECT ... FOR UPDATE SKIP LOCKED (10.6+) and an UPDATE in one transaction.
-    """
-    connection = connections[alias]
-    if connection.vendor == "postgresql":
-        return None
-    if connection.vendor == "mysql":
-        return _mysql_problem(connection)
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        if sqlite3.sqlite_version_info >= (3, 35):
-            return None
-        return f"SQLite {sqlite3.sqlite_version} lacks UPDATE ... RETURNING (3.35+)"
-    return f"{connection.vendor} is not supported yet"
-
-
-def _mysql_problem(connection) -> str | None:
-    """MariaDB 10.6+ is supported and tested; MySQL is not (no server to test it on)."""
-    try:
-        version = connection.mysql_version
-    except Exception as exc:  # noqa: BLE001 - no server to ask: the check cannot say more
-        return f"its server version could not be read ({exc})"
-    shown = ".".join(map(str, version))
-    if not connection.mysql_is_mariadb:
-        return (f"MySQL {shown} is not supported (untested: only MariaDB 10.6+ is, "
-                "see docs/databases.md)")
-    if version < (10, 6):
-        return f"MariaDB {shown} lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"
-    return _time_zone_problem(connection)
-
-
-def _time_zone_problem(connection) -> str | None:
-    """With USE_TZ, Django stores UTC, but the job table's column defaults (``db_default=Now()``:
-    ``CURRENT_TIMESTAMP(6)``, for jobs inserted by plain SQL) are in the session's time zone,
-    which Django leaves as the server's: it must be UTC, or such jobs run hours early or late."""
-    from django.conf import settings
-
-    from . import sql
-
-    if not settings.USE_TZ:
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(sql.session_utc_offset(connection), [])
-        offset_seconds = cursor.fetchone()[0]
-    if offset_seconds == 0:
-        return None
-    return (f"its session time zone is {offset_seconds / 3600:+g} h from UTC, so the job "
-            "table's column defaults (jobs inserted by plain SQL) would not be UTC as Django's "
-            "times are: set the server's default_time_zone to '+00:00', or add "
-            "\"init_command\": \"SET time_zone = '+00:00'\" to the database's OPTIONS")
+    """Why the database ``alias`` cannot hold the jobs table, or None if it can: its driver's
+    rules (``db/``). The claim is one UPDATE ... RETURNING (with FOR UPDATE SKIP LOCKED on
+    PostgreSQL); on MariaDB a SELECT ... FOR UPDATE SKIP LOCKED (10.6+) and an UPDATE in one
+    transaction."""
+    return ops(connections[alias]).problem()
 
 
 DATABASE_HINT = ("Keep the jobs table on PostgreSQL, on SQLite 3.35 or newer, or on MariaDB 10.6 "
@@ -100,9 +54,9 @@ def check_database(app_configs=None, databases=None, **kwargs):
 @checks.register(checks.Tags.compatibility)
 def check_listen_database(app_configs=None, **kwargs):
     """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""
-    from . import listening
     from .conf import get_settings
     from .models import Job
+    from .worker import listening
 
     try:
         conf = get_settings()
@@ -119,7 +73,7 @@ def check_listen_database(app_configs=None, **kwargs):
             )]
         return []
     alias = router.db_for_write(Job)
-    if (conf.NOTIFY and connections[alias].vendor == "postgresql"
+    if (conf.NOTIFY and ops(connections[alias]).supports_notify
             and listening.behind_pooler(alias)):
         return [checks.Warning(
             f"Workers will poll every {conf.POLL_INTERVAL_SECONDS:g}s instead of LISTENing: "

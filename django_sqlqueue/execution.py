@@ -1,67 +1,9 @@
-"""Run one claimed job by hand and record it: ``run_job(job)``, and the line the worker logs for
-every finished attempt (``report``, on this module's logger).
+"""Moved to :mod:`django_sqlqueue.run.execution`; this path stays for code written against it
+(docs/api.md, docs/getting-started.md). The old name is the new module itself, not a copy of its
+names: a monkeypatch or ``mock.patch`` through either path changes the same object."""
 
-The parts are the runner (``runner.run``: call the function, classify the outcome) and the
-outcome write (``outcomes``); kept apart so that a worker can retry a write through a database
-outage without running the job again. ``call_task`` and ``apply_outcome`` are those two steps
-under their documented names.
-"""
+import sys
 
-import logging
-from dataclasses import dataclass
+from .run import execution as _module
 
-from . import outcomes
-from .runner import Outcome, OutcomeKind, run
-
-__all__ = ["Outcome", "OutcomeKind", "RunResult", "apply_outcome", "call_task", "report",
-           "run_job"]
-
-logger = logging.getLogger(__name__)
-
-#: Call the job's registered function (``runner.run``). Touches no database.
-call_task = run
-
-
-@dataclass
-class RunResult:
-    job: object
-    # succeeded, failed, exhausted, cancelled, rescheduled, interrupted (its database went away:
-    # runs again) or lost (its lease)
-    outcome: str
-    duration_seconds: float
-
-
-def apply_outcome(job, outcome: Outcome) -> bool:
-    """Write the outcome (fenced). False if the job is no longer this claim's."""
-    return outcomes.write_one(job, outcomes.transition(job, outcome))
-
-
-def run_job(job) -> RunResult:
-    """Run a job returned by ``Job.objects.claim`` and write its outcome."""
-    outcome = run(job)
-    return report(job, outcome, apply_outcome(job, outcome))
-
-
-def report(job, outcome: Outcome, applied: bool) -> RunResult:
-    """Log one key=value line for the outcome and return it as a RunResult."""
-    if not applied:
-        kind = "lost"
-    elif outcome.kind == OutcomeKind.RESCHEDULED:
-        kind = "rescheduled"
-    elif outcome.kind == OutcomeKind.INTERRUPTED and job.status == "queued":
-        kind = "interrupted"  # runs again, the attempt not counted
-    else:
-        kind = job.status
-    log = logger.warning if kind in ("failed", "exhausted", "lost", "interrupted") else logger.info
-    error_type = type(outcome.error).__name__ if outcome.error is not None else None
-    duration_ms = round(outcome.duration_seconds * 1000, 1)
-    log(
-        "job finished task=%s id=%s attempt=%s outcome=%s duration_ms=%.1f%s",
-        job.task_name, job.pk, job.attempts, kind, duration_ms,
-        f" error={error_type}" if error_type else "",
-        # The keys of this line in runworker --log-format keyvalue/json (worker/log_format.py).
-        extra={"sqlqueue": {"event": "job.finished", "task": job.task_name, "job_id": job.pk,
-                            "queue": job.queue, "attempt": job.attempts, "outcome": kind,
-                            "duration_ms": duration_ms, "error": error_type}},
-    )
-    return RunResult(job=job, outcome=kind, duration_seconds=outcome.duration_seconds)
+sys.modules[__name__] = _module

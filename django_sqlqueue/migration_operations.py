@@ -9,7 +9,8 @@ at the cost of two passes over the table and a wait for transactions already run
 
 from django.db import migrations
 
-from . import sql
+from .db import ops
+from .db.postgresql import INDEX_IS_INVALID
 
 
 class AddJobIndex(migrations.AddIndex):
@@ -24,7 +25,7 @@ class AddJobIndex(migrations.AddIndex):
     """
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
+        if not ops(schema_editor.connection).builds_indexes_concurrently:
             return super().database_forwards(app_label, schema_editor, from_state, to_state)
         model = to_state.apps.get_model(app_label, self.model_name)
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
@@ -35,7 +36,7 @@ class AddJobIndex(migrations.AddIndex):
         return None
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
+        if not ops(schema_editor.connection).builds_indexes_concurrently:
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         model = from_state.apps.get_model(app_label, self.model_name)
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
@@ -49,6 +50,6 @@ class AddJobIndex(migrations.AddIndex):
 
 def _invalid_index_exists(schema_editor, name: str) -> bool:
     with schema_editor.connection.cursor() as cursor:
-        cursor.execute(sql.INDEX_IS_INVALID, [schema_editor.quote_name(name)])
+        cursor.execute(INDEX_IS_INVALID, [schema_editor.quote_name(name)])
         row = cursor.fetchone()
     return bool(row and row[0])

@@ -8,12 +8,13 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from . import outcomes, tick_plan, timetables
 from .conf import QueueSettings
+from .db import job_table
 from .queries import JobQuerySet
-from .schedule_queries import ScheduleQuerySet
-from .statuses import FINISHED_STATUSES, READY_STATUSES, UNFINISHED_STATUSES, JobStatus
-from .validation import MAX_PRIORITY, MIN_PRIORITY
+from .run import outcomes
+from .schedules import tick_plan, timetables
+from .schedules.queries import ScheduleQuerySet
+from .statuses import FINISHED_STATUSES, JobStatus
 
 _defaults = QueueSettings()
 
@@ -65,7 +66,7 @@ class Job(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # A cancel of a running job is a request: recorded here at once (when, and who asked), the
     # status stays running until the worker stops the attempt. Every outcome written while it is
-    # set is written as cancelled (sql.record_outcomes), so the job never runs again.
+    # set is written as cancelled (the drivers' ``record_outcomes``), so the job never runs again.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 
@@ -93,81 +94,9 @@ class Job(models.Model):
             ("run_job_now", "Can run scheduled or waiting jobs now"),
             ("cancel_job", "Can cancel jobs, running ones included"),
         ]
-        indexes = [
-            # The claim query of a worker with --queue: ready rows of that queue in claim order.
-            # Partial, so it holds only ready rows and claiming costs the same with ten or ten
-            # million finished jobs.
-            models.Index(
-                fields=["queue", "-priority", "run_at", "id"],
-                name="sqlqueue_job_ready",
-                condition=Q(status__in=READY_STATUSES),
-            ),
-            # The claim query of a worker serving every queue (the default). Without it, that
-            # claim sorts every ready row to find the first few (20,000 ready rows: 13 ms per
-            # claim instead of 0.3 ms). One more entry per insert, in an index as small as the
-            # number of ready jobs.
-            models.Index(
-                fields=["-priority", "run_at", "id"],
-                name="sqlqueue_job_ready_any_queue",
-                condition=Q(status__in=READY_STATUSES),
-            ),
-            # The claim of a queue with per-key limits (queue_limits.py): each key's ready rows
-            # in claim order, so that a key at its limit is skipped without reading its backlog,
-            # and the distinct ready keys are found by one probe each. Holds only ready rows.
-            models.Index(
-                fields=["queue", "concurrency_key", "-priority", "run_at", "id"],
-                name="sqlqueue_job_ready_by_key",
-                condition=Q(status__in=READY_STATUSES),
-            ),
-            # The lease rescuer's scan: running rows by lease expiry. Partial, so it stays as
-            # small as the number of jobs running right now.
-            models.Index(
-                fields=["lease_expires_at"],
-                name="sqlqueue_job_leases",
-                condition=Q(status=JobStatus.RUNNING),
-            ),
-            # The expirer's scan: waiting jobs that have an expires_at. Without it, each
-            # maintenance pass read every waiting row (200,000 waiting jobs: a 0.3 s UPDATE, the
-            # longest transaction of a busy drain); with it, only jobs given a max_age are in it.
-            models.Index(
-                fields=["expires_at"],
-                name="sqlqueue_job_expiring",
-                condition=Q(status__in=READY_STATUSES, expires_at__isnull=False),
-            ),
-            # The throughput rollup's scan (worker/rollup.py): jobs that finished in the last
-            # few minutes, by finished_at. Finishing a job is an update that writes a new entry
-            # in every index whose condition the row meets (the primary key's alone, before),
-            # so this costs one more index entry per finished job; without it, every rollup
-            # would read the whole table.
-            models.Index(
-                fields=["finished_at"],
-                name="sqlqueue_job_finished",
-                condition=Q(finished_at__isnull=False),
-            ),
-        ]
-        constraints = [
-            # At most one unfinished job per unique key; the key is free again once it finishes.
-            models.UniqueConstraint(
-                fields=["unique_key"],
-                name="sqlqueue_job_unique_key",
-                condition=Q(status__in=UNFINISHED_STATUSES, unique_key__isnull=False),
-            ),
-            # Rows inserted by SQL are checked by the database itself.
-            models.CheckConstraint(
-                condition=Q(status__in=JobStatus.values), name="sqlqueue_job_status_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
-                name="sqlqueue_job_priority_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(max_attempts__gte=1), name="sqlqueue_job_max_attempts_positive"
-            ),
-            models.CheckConstraint(
-                condition=Q(max_interruptions__gte=1),
-                name="sqlqueue_job_max_interruptions_positive",
-            ),
-        ]
+        # Each with the reason it exists: db/job_table.py.
+        indexes = job_table.INDEXES
+        constraints = job_table.CONSTRAINTS
 
     def __str__(self):
         return f"{self.task_name} #{self.pk} ({self.status})"

@@ -1,26 +1,25 @@
 """JobQuerySet: filters are adjectives (``ready``), state changes are verbs (``claim``)."""
 
 import datetime as dt
-import functools
-import uuid
-from dataclasses import dataclass, field
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models import Case, Count, F, Max, Min, Q, Value, When
+from django.db import connections, models, router, transaction
+from django.db.models import Case, F, Max, Q, Value, When
 from django.db.models.functions import Greatest
-from django.dispatch import receiver
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from . import queue_limits, returning, signals, sql, sql_mariadb
-from .batches import short_transaction
-from .building import ENQUEUE_OPTIONS, prepare_job
+from . import signals
+from .claim import limited as queue_limits
+from .claim import plain
+from .claim.plain import CLAIM_ORDER
 from .conf import get_settings
-from .inserting import insert_jobs
-from .instances import builds_directly, new_instance
-from .notify import CANCEL_CHANNEL, sends_notify
+from .db import ops, returning
+from .db.batches import short_transaction
+from .db.clock import DatabaseNow
+from .db.postgresql import notify as notify_sql
+from .enqueue.building import ENQUEUE_OPTIONS, prepare_job
+from .enqueue.inserting import insert_job, insert_jobs
+from .enqueue.notify import CANCEL_CHANNEL, sends_notify
+from .observability.queue_stats import QueueStats, queue_stats
 from .registry import check_option_names, resolve
 from .statuses import (
     FINISHED_STATUSES,
@@ -30,28 +29,12 @@ from .statuses import (
     JobStatus,
 )
 
-#: Claim order: higher priority first, then the job due earliest, then the oldest.
-CLAIM_ORDER = ("-priority", "run_at", "id")
+# CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
+__all__ = ["CLAIM_ORDER", "JobQuerySet", "QueueStats"]
+
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
 WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
-#: The cancel columns of every job a claim returns.
-NOT_CANCELLED = {"cancel_requested_at": None, "cancelled_by": None}
-
-
-@dataclass
-class QueueStats:
-    """Counts by status for one queue, and how far behind it is."""
-
-    queue: str
-    counts: dict = field(default_factory=dict)
-    oldest_ready_at: object = None  # run_at of the oldest job that is due now, if any
-    lag_seconds: float | None = None  # how long that job has been waiting past its run_at
-
-    @property
-    def waiting(self) -> int:
-        """Queued plus failed-awaiting-retry, due or not (``ready()`` is the due ones)."""
-        return self.counts.get(JobStatus.QUEUED, 0) + self.counts.get(JobStatus.FAILED, 0)
 
 
 class JobQuerySet(models.QuerySet):
@@ -61,14 +44,12 @@ class JobQuerySet(models.QuerySet):
         On MariaDB, which has no partial indexes, the condition also names the generated column
         its ready indexes lead with, or every read of ready rows would scan the whole table."""
         rows = self.filter(status__in=READY_STATUSES)
-        if connections[self.db].vendor == "mysql":
-            rows = rows.extra(where=[sql_mariadb.READY_CONDITION], params=[])  # noqa: S610
-        return rows
+        return ops(connections[self.db]).ready_rows(rows)
 
     def ready(self, now=None):
         """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired.
         "Now" is the database's clock unless ``now`` is given."""
-        now = now or sql.DatabaseNow(in_filter=True)
+        now = now or DatabaseNow(in_filter=True)
         return self.in_ready_status().filter(run_at__lte=now).filter(
             Q(expires_at__isnull=True) | Q(expires_at__gt=now)
         )
@@ -86,7 +67,7 @@ class JobQuerySet(models.QuerySet):
         """Running jobs whose worker stopped renewing the lease (or that never had one: a row
         written as 'running' by hand). "Now" is the database's clock unless ``now`` is given."""
         return self.running().filter(
-            Q(lease_expires_at__lt=now or sql.DatabaseNow(in_filter=True))
+            Q(lease_expires_at__lt=now or DatabaseNow(in_filter=True))
             | Q(lease_expires_at__isnull=True)
         )
 
@@ -101,7 +82,7 @@ class JobQuerySet(models.QuerySet):
             ([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed),
         ):
             if keep is not None:
-                cutoff = (sql.DatabaseNow(-float(keep), in_filter=True) if now is None
+                cutoff = (DatabaseNow(-float(keep), in_filter=True) if now is None
                           else now - dt.timedelta(seconds=keep))
                 rules |= Q(status__in=statuses, finished_at__lt=cutoff)
         return self.filter(rules) if rules else self.none()
@@ -139,27 +120,7 @@ class JobQuerySet(models.QuerySet):
 
     def enqueue_prepared(self, job, *, using=None):
         """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
-        alias = self._write_alias(using)
-        if job.unique_key is None:
-            insert_jobs([job], alias)
-            return job
-        for _ in range(3):
-            try:
-                # A savepoint, so that a duplicate key does not break the caller's transaction.
-                with transaction.atomic(using=alias):
-                    insert_jobs([job], alias)
-                return job
-            except IntegrityError:
-                existing = (
-                    self.model.objects.using(alias)
-                    .unfinished()
-                    .filter(unique_key=job.unique_key)
-                    .first()
-                )
-                if existing is not None:
-                    return existing
-                job.pk = None  # the holder finished in between: try the insert again
-        raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
+        return insert_job(job, self._write_alias(using))
 
     def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
         """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible.
@@ -201,13 +162,13 @@ class JobQuerySet(models.QuerySet):
         the caller's transaction, inside ``atomic()``).
 
         Paused queues are skipped and limited ones claimed within their limits
-        (queue_limits.py), as the Queue table says: read now, or as given in ``controls``
+        (claim/limited.py), as the Queue table says: read now, or as given in ``controls``
         (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
         queue paused or limited, the claim is the one statement above.
 
         ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
-        are claimed (``sql.ready_ids_after``), so that the scan starts there. A worker passes
-        the last job it claimed when its claims got slow (worker/claim_bound.py). Ignored
+        are claimed (``ready_ids_after``), so that the scan starts there. A worker passes
+        the last job it claimed when its claims got slow (claim/bounded.py). Ignored
         while some queue is paused or limited, and by a filtered queryset's claim.
         """
         if isinstance(queues, str):
@@ -229,79 +190,14 @@ class JobQuerySet(models.QuerySet):
     def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
                     after=None) -> list:
         """The claim of queues that no pause or limit holds back (``claim`` checked the
-        arguments): one statement; with ``after``, of the jobs after that position only."""
-        alias = self._write_alias()
-        if self.query.has_filters():  # e.g. Job.objects.filter(task_name=...).claim()
-            picked = (
-                self.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
-                .select_for_update(skip_locked=True).values("pk")[:limit]
-            )
-            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-        else:
-            queue_count = None if queues is None else len(queues)
-            run_at_field = self.model._meta.get_field("run_at")
-            db_now = () if now is None else (
-                run_at_field.get_db_prep_value(now, connections[alias]),) * 2
-            ready = (*db_now, *(queues or ()))
-            if after is None:
-                picked_sql = _ready_ids_sql(self.model, alias, queue_count, now is None)
-                picked_params = (*ready, limit)
-            else:
-                priority, run_at, pk = after
-                picked_sql = _ready_ids_after_sql(self.model, alias, queue_count, now is None)
-                picked_params = (
-                    *ready, priority, run_at_field.get_db_prep_value(run_at, connections[alias]),
-                    pk, limit, *ready, priority, limit, limit)
-        return self.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, now)
+        arguments): one statement; with ``after``, of the jobs after that position only
+        (claim/plain.py)."""
+        return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now, after=after)
 
     def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
         """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
-        statement (sql.claim_jobs), and return them as jobs in claim order."""
-        alias = self._write_alias()
-        connection = connections[alias]
-        # Without ``now``, claim times and leases come from the database's clock when the row is
-        # taken: not from this host's clock, read before a lock wait (sql.claim_jobs).
-        at = {} if now is None else {"claimed_at": now,
-                                     "lease_expires_at": now + dt.timedelta(seconds=lease_seconds)}
-        set_values = {
-            "status": JobStatus.RUNNING,
-            "claimed_by": worker_id[:255],
-            "claim_token": uuid.uuid4(),
-            **at,
-        }
-        assignments = tuple((name, sql.PARAM) for name in set_values)
-        clock_params = []
-        if now is None:
-            assignments += (("claimed_at", sql.NOW), ("lease_expires_at", sql.NOW_PLUS))
-            clock_params = [float(lease_seconds)]
-        # The claim knows what it set: the rows bring back only the other columns (each loaded
-        # column costs the driver and the ORM's converters time, a claim loads dozens of rows).
-        # The lease is the claim time plus the lease, computed here rather than read back.
-        # A ready row never has a cancel request (cancel() sets one only on running jobs, and
-        # retry_now clears it): known to be empty, not read back.
-        returned = _returned_fields(self.model, (*set_values, *NOT_CANCELLED, "claimed_at",
-                                                 "lease_expires_at"))
-        statement = _claim_sql(self.model, alias, assignments, returned, picked_sql)
-        params = [
-            self.model._meta.get_field(name).get_db_prep_save(value, connection)
-            for name, value in set_values.items()
-        ]
-        rows = returning.fetch(connection, statement, (*params, *clock_params, *picked_params))
-        set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
-        if now is None and rows:
-            # Every row ends with the claim time, as text: parsed once for the whole claim.
-            claimed_at = parse_datetime(rows[0][-1])
-            if settings.USE_TZ and timezone.is_naive(claimed_at):  # SQLite's text is UTC
-                claimed_at = claimed_at.replace(tzinfo=dt.timezone.utc)
-            elif not settings.USE_TZ and timezone.is_aware(claimed_at):  # as the ORM reads it
-                claimed_at = timezone.make_naive(claimed_at)
-            set_values["claimed_at"] = claimed_at
-            set_values["lease_expires_at"] = claimed_at + dt.timedelta(seconds=lease_seconds)
-            rows = [row[:-1] for row in rows]
-        jobs = rows_to_models(self.model, alias, rows, fields=returned,
-                              known={**set_values, **NOT_CANCELLED})
-        jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
-        return jobs
+        statement, and return them as jobs in claim order (claim/plain.py)."""
+        return plain.claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now)
 
     # ---- bulk state changes --------------------------------------------------------------
     def cancel(self, now=None, *, by=None) -> int:
@@ -334,7 +230,7 @@ class JobQuerySet(models.QuerySet):
         )
         if changed and sends_notify(connections[alias]):
             with connections[alias].cursor() as cursor:
-                cursor.execute(sql.notify(), [CANCEL_CHANNEL, ""])
+                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
         return changed
 
     def cancelling(self):
@@ -382,7 +278,7 @@ class JobQuerySet(models.QuerySet):
         """Mark ready jobs past their expires_at as expired, so they never run; returns how many.
         With ``limit``, at most that many (one batch of the expirer). "Now" is the database's
         clock unless ``now`` is given."""
-        at = now or sql.DatabaseNow(in_filter=True)
+        at = now or DatabaseNow(in_filter=True)
         due = self.in_ready_status().filter(expires_at__lte=at)
         if limit is not None:
             picked = due.order_by().values_list("pk", flat=True)[:limit]
@@ -391,7 +287,7 @@ class JobQuerySet(models.QuerySet):
             due = self.model.objects.using(self._write_alias()).in_ready_status().filter(
                 pk__in=picked, expires_at__lte=at
             )
-        return due.update(status=JobStatus.EXPIRED, finished_at=now or sql.DatabaseNow())
+        return due.update(status=JobStatus.EXPIRED, finished_at=now or DatabaseNow())
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
         """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
@@ -399,7 +295,7 @@ class JobQuerySet(models.QuerySet):
             return 0
         seconds = get_settings().LEASE_SECONDS if lease is None else lease
         # By the database's clock, like the claim's lease, unless ``now`` is given.
-        expires_at = (sql.DatabaseNow(seconds) if now is None
+        expires_at = (DatabaseNow(seconds) if now is None
                       else now + dt.timedelta(seconds=seconds))
         return self.running().filter(pk__in=list(job_ids), claimed_by=worker_id).update(
             lease_expires_at=expires_at
@@ -411,7 +307,7 @@ class JobQuerySet(models.QuerySet):
 
         Each becomes ``queued``, due now, its attempt not counted, or ``exhausted`` at its
         ``max_interruptions``, with a ``WorkerLost`` entry in ``errors`` naming ``reason``
-        (``sql.rescue_jobs``). Fenced on the claim token and the
+        (the driver's ``rescue_jobs``). Fenced on the claim token and the
         lease as read, so a job whose lease is renewed meanwhile is left alone; on PostgreSQL
         rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
         given. Takes every running job of the queryset, expired lease or not: narrow it first.
@@ -419,20 +315,19 @@ class JobQuerySet(models.QuerySet):
         alias = self._write_alias()
         connection = connections[alias]
         picked = self.running().order_by("lease_expires_at", "pk").values(
-            "id", "claim_token", "lease_expires_at"  # the names sql.rescue_jobs reads
+            "id", "claim_token", "lease_expires_at"  # the names rescue_jobs reads
         )
         if connection.features.has_select_for_update_skip_locked:
             picked = picked.select_for_update(skip_locked=True)
         if limit is not None:
             picked = picked[:limit]
-        limit_chars = get_settings().MAX_TRACEBACK_CHARS
-        clock = [] if now is None else [connection.ops.adapt_datetimefield_value(now)]
         # FOR UPDATE needs a transaction, even for one statement; inside a caller's, no savepoint.
         with transaction.atomic(using=alias, savepoint=False):
             picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-            statement = sql.rescue_jobs(self.model, connection, picked_sql, db_clock=now is None)
-            rescued = returning.fetch(connection, statement, [
-                *clock, *picked_params, WORKER_LOST_TYPE, reason, limit_chars])
+            rescued = returning.fetch(connection, *ops(connection).rescue_jobs(
+                self.model, picked_sql=picked_sql, picked_params=picked_params, now=now,
+                error_type=WORKER_LOST_TYPE, reason=reason,
+                message_limit=get_settings().MAX_TRACEBACK_CHARS))
             if rescued and signals.has_receivers(signals.job_rescued, self.model):
                 self._send_rescued([pk for pk, _ in rescued], alias, reason)
         return len(rescued)
@@ -488,103 +383,15 @@ class JobQuerySet(models.QuerySet):
         if after is not None:
             picked = picked.filter(pk__gt=after)
         picked = picked.values("pk")[:limit]
-        picked_sql, params = picked.query.get_compiler(using=alias).as_sql()
+        picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+        statement, params = ops(connection).delete_jobs(
+            self.model, picked_sql=picked_sql, picked_params=picked_params)
         with connection.cursor() as cursor:
-            cursor.execute(sql.delete_jobs(self.model, connection, picked_sql), params)
+            cursor.execute(statement, params)
             return [row[0] for row in cursor.fetchall()]
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:
-        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job."""
-        now = now or timezone.now()
-        by_queue: dict = {}
-        rows = self.values_list("queue", "status").annotate(n=Count("pk")).order_by()
-        for queue, status, count in rows:
-            by_queue.setdefault(queue, QueueStats(queue)).counts[status] = count
-        oldest = self.ready(now).values_list("queue").annotate(oldest=Min("run_at")).order_by()
-        for queue, oldest_ready_at in oldest:
-            stats = by_queue.setdefault(queue, QueueStats(queue))
-            stats.oldest_ready_at = oldest_ready_at
-            stats.lag_seconds = max((now - oldest_ready_at).total_seconds(), 0.0)
-        return dict(sorted(by_queue.items()))
-
-
-
-# ---- helpers of claim -------------------------------------------------------------------------
-# The claim runs a few hundred times a second per worker; its SQL text is built once per shape.
-@receiver(setting_changed)
-def _forget_sql(*, setting, **kwargs):
-    """The claim's SQL text depends on USE_TZ (SQLite's clock) and the databases."""
-    if setting in ("USE_TZ", "DATABASES"):
-        _ready_ids_sql.cache_clear()
-        _ready_ids_after_sql.cache_clear()
-        _claim_sql.cache_clear()
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_sql(model, alias, queue_count, db_clock):
-    return sql.ready_ids(model, connections[alias], queue_count=queue_count, db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=64)
-def _ready_ids_after_sql(model, alias, queue_count, db_clock):
-    return sql.ready_ids_after(model, connections[alias], queue_count=queue_count,
-                               db_clock=db_clock)
-
-
-@functools.lru_cache(maxsize=256)
-def _claim_sql(model, alias, assignments, returning, picked_sql):
-    return sql.claim_jobs(picked_sql, model, connections[alias], assignments, returning)
-
-
-@functools.lru_cache(maxsize=16)
-def _returned_fields(model, set_fields) -> tuple:
-    return tuple(f.name for f in model._meta.concrete_fields if f.name not in set_fields)
-
-
-def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
-    """Model instances, as ``Model.from_db`` makes them, from ``rows`` of ``fields`` (names;
-    default every concrete field, in order) plus ``known`` values ``{name: value}`` of the fields
-    the rows leave out. Row values are converted as the ORM converts query results (JSON text,
-    SQLite's dates and UUIDs...)."""
-    connection = connections[alias]
-    fields = tuple(fields or (f.name for f in model._meta.concrete_fields))
-    attnames, converters = _conversion_plan(connection, model, fields)
-    known = {model._meta.get_field(name).attname: value for name, value in (known or {}).items()}
-    direct = builds_directly(model)  # once per claim, not per row
-    instances = []
-    for row in rows:
-        values = list(row)
-        for index, col, functions in converters:
-            for convert in functions:
-                values[index] = convert(values[index], col, connection)
-        attrs = dict(zip(attnames, values, strict=True))
-        attrs.update(known)
-        instances.append(new_instance(model, attrs, db=alias, adding=False, direct=direct))
-    return instances
-
-
-def _conversion_plan(connection, model, fields):
-    """(attnames, [(index, column, converters)] for the columns that have converters), cached
-    on the connection (converters depend on the database backend)."""
-    plans = connection.__dict__.setdefault("_sqlqueue_conversion_plans", {})
-    plan = plans.get((model, fields))
-    if plan is None:
-        table = model._meta.db_table
-        model_fields = [model._meta.get_field(name) for name in fields]
-        converters = []
-        for index, field in enumerate(model_fields):
-            col = field.get_col(table)
-            functions = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
-            if connection.vendor == "sqlite" and field.get_internal_type() == "FloatField":
-                # SQLite's RETURNING gives the value before the column's REAL affinity applies
-                # (5, not the 5.0 a SELECT reads); the ORM has no converter for that.
-                functions.append(_as_float)
-            if functions:
-                converters.append((index, col, functions))
-        plan = plans[(model, fields)] = ([f.attname for f in model_fields], converters)
-    return plan
-
-
-def _as_float(value, expression, connection):
-    return value if value is None else float(value)
+        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job
+        (observability/queue_stats.py)."""
+        return queue_stats(self, now)

@@ -11,9 +11,9 @@ import inspect
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
-from . import building, transactions
-from .building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .conf import QueueSettings, get_settings
+from .enqueue import building, on_commit
+from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
 
 _tasks: dict = {}
@@ -62,7 +62,7 @@ class Task:
 
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
-        return transactions.enqueue_on_commit(self, args, kwargs)
+        return on_commit.enqueue_on_commit(self, args, kwargs)
 
 
 @functools.cache

@@ -23,7 +23,8 @@ RETRYABLE_STATUSES = (  # what "retry now" may queue again
 )
 
 #: The end of an interruption's message in ``Job.errors``, by whether the job runs again: the
-#: rescue's SQL (sql.py, sql_mariadb.py) and outcomes.interruption write the same words.
+#: rescue's SQL (db/writes.py, db/mariadb_statements.py) and outcomes.interruption write the
+#: same words.
 INTERRUPTION_RUNS_AGAIN = ": the job runs again, the attempt not counted."
 INTERRUPTION_FINAL = (": not run again (max_interruptions), as the job may be what stops its "
                       "workers.")

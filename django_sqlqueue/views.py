@@ -5,10 +5,10 @@ from django.db import router
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from . import metrics as worker_metrics
 from .models import Job
-from .queue_metrics import QueueMetricsCollector
-from .snapshot import read_alias
+from .observability import metrics as worker_metrics
+from .observability.queue_metrics import QueueMetricsCollector
+from .observability.replica import read_alias
 
 
 @require_GET

@@ -221,7 +221,7 @@ def run_python():
 def declared_schedules():
     """The registry of @schedule declarations, emptied for the test and restored after it:
     a test declares its own schedules without leaking them into others."""
-    from django_sqlqueue import schedules
+    from django_sqlqueue.schedules import declare as schedules
 
     saved = dict(schedules._declared)
     schedules._declared.clear()

@@ -3,7 +3,7 @@
 - Jobs (jobs.py): the list with filters and search, the read-only job page, and the actions
   retry now, run now, cancel and delete, each with its own permission (actions.py).
 - Workers (workers.py): live workers, their heartbeats and what each is running.
-- Schedules (schedules.py): the periodic schedules, their next runs and last outcome, and the
+- Schedules (admin/schedules.py): the periodic schedules, their next runs and last outcome, and the
   actions pause, resume and run now, each with its own permission.
 - Queues (queues.py): pauses and limits, and what each queue's ready jobs wait for, with the
   actions pause and resume (permission ``pause_queue``).

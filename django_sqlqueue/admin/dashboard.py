@@ -2,9 +2,9 @@
 and throughput over 1 h (a chart, minute by minute), 24 h and 7 d; it refreshes itself.
 
 Everything comes from ``snapshot.take()`` (six cheap queries at any table size: see
-snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view permission,
-every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part as HTML,
-which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
+observability/snapshot.py). The page polls ``dashboard/data/``, a JSON endpoint with the same view
+permission, every ``REFRESH_SECONDS``: it answers the snapshot as JSON and the page's changing part
+as HTML, which ``static/django_sqlqueue/dashboard.js`` puts in place (a static file, not an inline
 script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
@@ -24,9 +24,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import queue_control, snapshot
 from ..conf import get_settings
 from ..models import Job
+from ..observability import snapshot
+from ..observability.replica import read_alias
+from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
 from .display import STATUS_COLOURS, seconds_text, status_label
@@ -224,7 +226,7 @@ def _context(model_admin, request) -> dict:
     request.current_app = site.name
     return {
         # SQLQUEUE["READ_DATABASE"] (a replica), else where the routers send reads of Job.
-        **build(list_url, alias=snapshot.read_alias(model_admin.get_queryset(request).db)),
+        **build(list_url, alias=read_alias(model_admin.get_queryset(request).db)),
         "opts": model_admin.opts,
         "list_url": list_url,
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),

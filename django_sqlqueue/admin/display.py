@@ -7,7 +7,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from ..durations import seconds_text
+from ..observability.durations import seconds_text
 from ..statuses import JobStatus
 
 #: One colour per status, used by the badges and by every chart.

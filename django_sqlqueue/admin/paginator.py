@@ -13,13 +13,12 @@ so the table is scanned once, not once to count and again for the page.
 Other databases (SQLite) count exactly, as Django's paginator does.
 """
 
-import json
 
 from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
-from .. import sql
+from ..db import ops
 
 
 class EstimatedCountPaginator(Paginator):
@@ -34,7 +33,7 @@ class EstimatedCountPaginator(Paginator):
     @cached_property
     def count(self):
         queryset = self.object_list
-        if not hasattr(queryset, "query") or connections[queryset.db].vendor != "postgresql":
+        if not hasattr(queryset, "query") or not ops(connections[queryset.db]).estimates_rows:
             return super().count
         estimate = self._estimate(queryset)
         if estimate <= self.exact_up_to:
@@ -55,19 +54,7 @@ class EstimatedCountPaginator(Paginator):
         return self._get_page(rows, number, self)
 
     def _estimate(self, queryset) -> int:
-        connection = connections[queryset.db]
-        with connection.cursor() as cursor:
-            if not queryset.query.where:
-                cursor.execute(
-                    sql.TABLE_ROW_ESTIMATE,
-                    [connection.ops.quote_name(queryset.model._meta.db_table)],
-                )
-                row = cursor.fetchone()
-                return max(int(row[0]), 0) if row else 0
-            query = queryset.order_by().values("pk").query
-            query_sql, params = query.get_compiler(using=queryset.db).as_sql()
-            cursor.execute(sql.explain_json(query_sql), params)
-            plan = cursor.fetchone()[0]
-        if isinstance(plan, str):
-            plan = json.loads(plan)
-        return int(plan[0]["Plan"]["Plan Rows"])
+        driver = ops(connections[queryset.db])
+        if not queryset.query.where:
+            return int(driver.table_row_estimate(queryset.model))
+        return int(driver.query_row_estimate(queryset.order_by().values("pk")))

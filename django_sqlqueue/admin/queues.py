@@ -1,4 +1,4 @@
-"""QueueAdmin: the queues' pauses and limits (queue_control.py), and what each queue's ready
+"""QueueAdmin: the queues' pauses and limits (queues/control.py), and what each queue's ready
 jobs are waiting for.
 
 Limits are edited on a queue's page (a row per queue an operator configured; "Add" makes one
@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html
 
-from .. import queue_control
+from ..queues import control as queue_control
 
 
 class QueueChangeList(ChangeList):

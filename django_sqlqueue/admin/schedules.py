@@ -1,12 +1,11 @@
 """ScheduleAdmin: the periodic schedules, read-only, with pause, resume and run now.
 
 Definitions come from the code (``@schedule``), so nothing here edits one: the list shows each
-schedule's timing in words, its time zone, its next five runs, its last run and that job's
-outcome; the actions (and the buttons on a schedule's page) pause, resume or run it now, each
-behind a permission of its own (``pause_schedule`` for pause and resume, ``run_schedule_now``),
-through the functions of scheduling.py that the command line uses too. A schedule gone from
-the code (retired) may be deleted from its page; the others would come back at the next sync.
-"""
+schedule's timing in words, its time zone, its next five runs, its last run and that job's outcome;
+the actions (and the buttons on a schedule's page) pause, resume or run it now, each behind a
+permission of its own (``pause_schedule`` for pause and resume, ``run_schedule_now``), through the
+functions of schedules/operations.py that the command line uses too. A schedule gone from the code
+(retired) may be deleted from its page; the others would come back at the next sync."""
 
 import logging
 from urllib.parse import urlencode
@@ -20,8 +19,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from .. import scheduling
 from ..models import Job, Schedule
+from ..schedules import operations as scheduling
 from .display import between, breakable, pretty_json, seconds_text, status_badge, when
 
 logger = logging.getLogger("django_sqlqueue.admin")

@@ -1,5 +1,5 @@
 """WorkerAdmin: the workers page is the Worker changelist, read-only. Alive, late and presumed
-dead are judged by liveness.py.
+dead are judged by observability/liveness.py.
 """
 
 from urllib.parse import urlencode
@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from ..liveness import ALIVE, DEAD, LATE, heartbeat_state, serves  # noqa: F401 - used by others
 from ..models import Job
+from ..observability.liveness import ALIVE, DEAD, LATE, heartbeat_state, serves  # noqa: F401 - used by others
 from .display import between, seconds_text
 
 STATE_COLOURS = {ALIVE: "#2e9d4a", LATE: "#c77700", DEAD: "#d1344b"}

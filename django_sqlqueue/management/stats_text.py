@@ -1,7 +1,7 @@
 """``manage.py stats`` as text: one line per queue, aligned, for a terminal or a log."""
 
-from ..durations import seconds_text
-from ..snapshot import EXACT_LIMIT
+from ..observability.durations import seconds_text
+from ..observability.snapshot import EXACT_LIMIT
 
 #: (heading, what it shows) per column, in order.
 COLUMNS = (

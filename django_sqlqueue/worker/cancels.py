@@ -18,9 +18,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ..cancellation import cancelled_error, request_stop
 from ..models import Job
-from ..runner import Outcome, OutcomeKind
+from ..run.cancellation import cancelled_error, request_stop
+from ..run.runner import Outcome, OutcomeKind
 
 logger = logging.getLogger(__name__)
 

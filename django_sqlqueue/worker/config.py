@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
 
-from .. import metrics
 from ..conf import get_settings
-from ..validation import queue_name
+from ..enqueue.validation import queue_name
+from ..observability import metrics
 from .log_format import FORMATS
 
 #: Job threads per process. Each thread that touches the ORM opens a database connection of

@@ -1,7 +1,7 @@
 """Every LEASE_SECONDS / 3: renew the leases of held jobs, touch the worker's row, and fail the
 jobs that ran past their timeout.
 
-Leases and the worker's heartbeat are written by the database's clock (``sql.DatabaseNow``), as
+Leases and the worker's heartbeat are written by the database's clock (``db.clock.DatabaseNow``), as
 the claim writes them and maintenance reads them, so hosts whose clocks disagree cannot cut a
 lease short. Timeouts are measured on this process's monotonic clock (``clock``, injectable).
 """
@@ -9,9 +9,9 @@ lease short. Timeouts are measured on this process's monotonic clock (``clock``,
 import logging
 import time
 
+from ..db.clock import DatabaseNow
 from ..models import Job, Worker
-from ..runner import Outcome, OutcomeKind
-from ..sql import DatabaseNow
+from ..run.runner import Outcome, OutcomeKind
 from .log_format import fields
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ import time
 from django.db import connections
 from django.utils import timezone
 
-from .. import outcomes
 from ..exceptions import InvalidJob
-from ..runner import Outcome, OutcomeKind
+from ..run import outcomes
+from ..run.runner import Outcome, OutcomeKind
 from .resilience import TRANSIENT, call_with_retry
 
 logger = logging.getLogger(__name__)

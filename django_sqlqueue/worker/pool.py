@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import metrics, runner
-from ..execution import report
+from ..observability import metrics
+from ..run import runner
+from ..run.execution import report
 from .log_format import fields
 from .outcome_writer import OutcomeWriter
-from .resilience import DatabaseGate, tidy_connections
+from .resilience import DatabaseGate, check_connections, tidy_connections
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -213,12 +214,16 @@ class Pool:
 
     # ---- the job threads -------------------------------------------------------------------
     def _work(self):
+        checked = self.gate.trouble
         while True:
             self.gate.wait(self._stopped.is_set)  # no job starts while the database is gone
             job = self._inbox.get()
             if job is None:
                 connections.close_all()  # this thread's own connections
                 return
+            if self.gate.trouble != checked:  # a connection broke somewhere: is this one's?
+                checked = self.gate.trouble
+                check_connections()
             try:
                 self._run(job)
             except BaseException:  # never lose a thread; the lease brings the job back

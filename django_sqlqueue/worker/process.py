@@ -4,7 +4,6 @@ Threads: the main thread fetches (claims) and handles signals; ``concurrency`` j
 jobs; one thread sends heartbeats, one runs maintenance, and on PostgreSQL one LISTENs.
 """
 
-import collections
 import datetime as dt
 import logging
 import os
@@ -16,21 +15,24 @@ import time
 from django.db import connections, router
 from django.utils import timezone
 
-from .. import __version__, metrics, outages, outcomes
+from ..claim.bounded import ClaimBound
+from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
+from ..db import outages
+from ..db.clock import DatabaseNow
 from ..models import Job, Worker
-from ..queue_limits import QueueControls, read_controls
-from ..sql import DatabaseNow
-from . import identity, log_format
+from ..observability import metrics
+from ..run import outcomes
+from . import identity
 from .cancels import CancelWatcher
-from .claim_bound import ClaimBound
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
 from .log_format import fields
-from .maintenance import Maintenance
+from .maintenance.service import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
-from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection
+from .reporting import OutcomeTally, WorkerReporting, resident_memory_mb
+from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection, run_every
 from .scheduler import Scheduler, SchedulerConfig
 from .wakeup import Wakeup
 
@@ -38,7 +40,7 @@ logger = logging.getLogger(__name__)
 RECYCLE_EXIT_CODE = 75  # EX_TEMPFAIL: "restart me" to the supervisor
 
 
-class WorkerProcess:
+class WorkerProcess(WorkerReporting):
     def __init__(self, config: WorkerConfig, *, out=None):
         self.config = config
         self.out = out or sys.stdout
@@ -149,6 +151,7 @@ class WorkerProcess:
                 backoff.reset()
             except TRANSIENT as exc:
                 drop_connection(self.alias)
+                self.pool.gate.suspect()  # the job threads' connections may be broken too
                 if not outages.reachable(self.alias):
                     self.pool.gate.close("a claim failed")
                 delay = backoff.next_delay()
@@ -369,32 +372,10 @@ class WorkerProcess:
         )
 
     def _every(self, seconds, step, name, *, until, keep_connection=False, max_delay=10.0):
-        """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
-        ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
-        connection from one pass to the next instead of opening one per pass; for steps that
-        run every second, where a new connection (a server process forked, authenticated and
-        set up) cost more than the pass itself."""
-        def loop():
-            while not until.wait(seconds):
-                failed = False
-                try:
-                    call_with_retry(step, alias=self.alias, what=name, stop=until.is_set,
-                                    max_delay=max_delay)
-                except TRANSIENT:
-                    failed = True
-                except Exception:
-                    failed = True
-                    logger.exception("%s failed; trying again in %gs", name, seconds)
-                finally:
-                    connection = connections[self.alias]
-                    if failed:
-                        drop_connection(self.alias)  # a fresh one for the next pass
-                    elif not (keep_connection
-                              and connection.settings_dict.get("CONN_MAX_AGE") == 0):
-                        # Closed when broken or past CONN_MAX_AGE.
-                        connection.close_if_unusable_or_obsolete()
-
-        threading.Thread(target=loop, name=f"sqlqueue-{name}", daemon=True).start()
+        """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set
+        (``resilience.run_every``)."""
+        run_every(seconds, step, name, alias=self.alias, until=until,
+                  keep_connection=keep_connection, max_delay=max_delay, logger=logger)
 
     def _install_signal_handlers(self):
         if threading.current_thread() is not threading.main_thread():
@@ -422,108 +403,3 @@ class WorkerProcess:
         signal.signal(signal.SIGTERM, handle)
         if not self.config.supervised:
             signal.signal(signal.SIGINT, handle)
-
-    def _print_banner(self):
-        connection = connections[self.alias]
-        queues = ", ".join(self.config.queues) if self.config.queues else "all"
-        self._say(
-            f"django-sqlqueue {__version__} worker {self.worker_id}\n"
-            f"  database: {connection.vendor} (alias {self.alias!r})\n"
-            f"  queues: {queues}\n"
-            f"  concurrency: {self.config.concurrency} thread(s)"
-            f"{' (supervised)' if self.config.supervised else ''}\n"
-            f"  wake-up: {self.wakeup.mode}\n"
-            f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
-            f"{self.config.heartbeat_interval:g}s\n"
-            f"  schedules: {self._schedules_line()}"
-            + ("\n  mode: burst (exit when nothing is left)" if self.config.burst else ""),
-            "worker.started", worker=self.worker_id, version=__version__, pid=os.getpid(),
-            database=connection.vendor, alias=self.alias, queues=self.config.queues,
-            concurrency=self.config.concurrency, supervised=self.config.supervised,
-            wakeup=self.wakeup.mode, lease_seconds=self.config.lease_seconds,
-            heartbeat_seconds=self.config.heartbeat_interval, burst=self.config.burst,
-            scheduler=self.scheduler is not None,
-        )
-
-    def _schedules_line(self) -> str:
-        if self.scheduler is None:
-            return "not synced or ticked by this worker (--no-scheduler)"
-        synced = self.schedules_synced
-        declared = len(synced.created) + len(synced.updated) + synced.unchanged
-        return (f"{declared} declared here (synced: {synced.summary()}); due ticks checked "
-                f"every {self.config.scheduler_interval:g}s")
-
-    def _print_progress(self):
-        try:
-            jobs = Job.objects.using(self.alias).in_queues(self.config.queues)
-            ready = jobs.ready().count()
-            waiting = jobs.unfinished().count()
-        except TRANSIENT:
-            return
-        self._say(f"progress: attempts_run={self.pool.jobs_done} ready={ready} "
-                  f"unfinished={waiting}", "worker.progress", attempts_run=self.pool.jobs_done,
-                  ready=ready, unfinished=waiting)
-
-    def _say(self, text, event, *, level="info", **values):
-        """Print one of this worker's own lines: ``text``, or with --log-format keyvalue/json
-        the ``event`` and its ``values`` on one line (worker/log_format.py)."""
-        if self.config.log_format != "text":
-            text = log_format.line(self.config.log_format, event, level=level, **values)
-        self.out.write(text if text.endswith("\n") else text + "\n")
-        self.out.flush()
-
-
-class OutcomeTally:
-    """What this process's attempts came to, for the line it prints when it stops: jobs and
-    attempts apart, since a retried job runs several attempts."""
-
-    def __init__(self):
-        self._counts = collections.Counter()
-        self._lock = threading.Lock()
-
-    def add(self, result) -> None:
-        with self._lock:
-            self._counts[result.outcome] += 1
-
-    #: Every outcome the stop line counts (execution.RunResult.outcome), in its order.
-    KINDS = ("succeeded", "exhausted", "cancelled", "failed", "rescheduled", "interrupted",
-             "lost")
-
-    def counts(self) -> dict:
-        """``{"attempts": n, "succeeded": n, "exhausted": n, "cancelled": n, "failed": n,
-        "rescheduled": n, "interrupted": n, "lost": n}``: every key, zero or not (the keys of the
-        structured stop line)."""
-        with self._lock:
-            counts = dict(self._counts)
-        return {"attempts": sum(counts.values()), **{k: counts.get(k, 0) for k in self.KINDS}}
-
-    def summary(self) -> str:
-        """``15 attempt(s): 10 job(s) finished (8 succeeded, 2 exhausted), 5 failed attempt(s)
-        to retry``; the parts that are zero are left out (cancelled jobs count as finished)."""
-        counts = self.counts()
-        attempts = counts["attempts"]
-        finished = {kind: counts[kind] for kind in ("succeeded", "exhausted", "cancelled")}
-        parts = []
-        if any(finished.values()):
-            detail = ", ".join(f"{n} {kind}" for kind, n in finished.items() if n)
-            parts.append(f"{sum(finished.values())} job(s) finished ({detail})")
-        for kind, words in (("failed", "failed attempt(s) to retry"),
-                            ("rescheduled", "rescheduled"),
-                            ("interrupted", "interrupted by the database (run again)"),
-                            ("lost", "outcome(s) lost with the lease")):
-            if counts[kind]:
-                parts.append(f"{counts[kind]} {words}")
-        return f"{attempts} attempt(s)" + (": " + ", ".join(parts) if parts else "")
-
-
-def resident_memory_mb() -> float:
-    """Resident set size of this process, from /proc (Linux) or the peak from getrusage."""
-    try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError):
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
-        return peak / 2**20 if sys.platform == "darwin" else peak / 1024

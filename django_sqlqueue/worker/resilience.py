@@ -10,7 +10,7 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .. import outages
+from ..db import outages
 
 logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError)
@@ -95,6 +95,11 @@ class DatabaseGate:
     backoff and opens the gate once it answers. The held jobs stay held meanwhile: their leases
     are renewed once the database is back, or, after a longer outage, the rescuer gives them
     back as interrupted.
+
+    ``trouble`` counts the database errors reported to it (``suspect``, ``close``): a job thread
+    that sees it changed checks its own connections before its next job (``check_connections``),
+    since a restart or a killed-connections round also ends the connections of idle threads,
+    whose next job would fail at its first query, one more interruption for nothing.
     """
 
     def __init__(self, alias: str, *, reachable=outages.reachable):
@@ -103,11 +108,17 @@ class DatabaseGate:
         self._open = threading.Event()
         self._open.set()
         self._checking = threading.Lock()
+        self.trouble = 0
 
     def is_open(self) -> bool:
         return self._open.is_set()
 
+    def suspect(self) -> None:
+        """A connection of this process broke: every job thread checks its own."""
+        self.trouble += 1
+
     def close(self, why: str) -> None:
+        self.suspect()
         if self._open.is_set():
             self._open.clear()
             logger.warning("database unreachable (%s): starting no held job until it answers",
@@ -131,3 +142,45 @@ class DatabaseGate:
                 self._checking.release()
             self._open.wait(backoff.next_delay())
         return True
+
+
+def check_connections() -> None:
+    """Close this thread's connections that no longer answer (one round trip each), so that the
+    next query opens a new one. Only after trouble (``DatabaseGate.trouble``): not per job."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.is_usable():
+            try:
+                connection.close()
+            except DatabaseError:
+                pass  # it was broken anyway
+
+
+def run_every(seconds, step, name, *, alias, until, keep_connection=False, max_delay=10.0,
+              logger=logger):
+    """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set.
+    ``keep_connection``: with ``CONN_MAX_AGE = 0`` (Django's default) the thread keeps its
+    connection from one pass to the next instead of opening one per pass; for steps that
+    run every second, where a new connection (a server process forked, authenticated and
+    set up) cost more than the pass itself. A failed pass is tried again with backoff up to
+    ``max_delay`` (``call_with_retry``); failures are logged on ``logger``."""
+    def loop():
+        while not until.wait(seconds):
+            failed = False
+            try:
+                call_with_retry(step, alias=alias, what=name, stop=until.is_set,
+                                max_delay=max_delay)
+            except TRANSIENT:
+                failed = True
+            except Exception:
+                failed = True
+                logger.exception("%s failed; trying again in %gs", name, seconds)
+            finally:
+                connection = connections[alias]
+                if failed:
+                    drop_connection(alias)  # a fresh one for the next pass
+                elif not (keep_connection
+                          and connection.settings_dict.get("CONN_MAX_AGE") == 0):
+                    # Closed when broken or past CONN_MAX_AGE.
+                    connection.close_if_unusable_or_obsolete()
+
+    threading.Thread(target=loop, name=f"sqlqueue-{name}", daemon=True).start()

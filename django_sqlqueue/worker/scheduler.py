@@ -1,10 +1,10 @@
 """The scheduler: enqueue the due ticks of periodic schedules (docs/schedules.md).
 
-Every worker process runs it, every SCHEDULER_INTERVAL_SECONDS (1 s), on a thread of its own;
-at start, it first syncs the schedules declared in the code into the table. A pass reads the
-due schedules (one indexed SELECT), plans each one's due ticks by its missed-tick policy
-(tick_plan.py), and carries the plan out in one transaction whose first statement moves the
-schedule's cursor, fenced on the cursor it read (scheduling.enqueue_ticks). Of all the workers
+Every worker process runs it, every SCHEDULER_INTERVAL_SECONDS (1 s), on a thread of its own; at
+start, it first syncs the schedules declared in the code into the table. A pass reads the due
+schedules (one indexed SELECT), plans each one's due ticks by its missed-tick policy
+(schedules/tick_plan.py), and carries the plan out in one transaction whose first statement moves
+the schedule's cursor, fenced on the cursor it read (scheduling.enqueue_ticks). Of all the workers
 that read the same cursor, one moves it and enqueues; the others find it moved and go on.
 
 Why every worker, not only the maintenance leader: a tick is due at a precise time, and the
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
-from .. import scheduling
 from ..exceptions import InvalidPeriodicSchedule
 from ..models import Schedule
-from .steps import check, positive
+from ..schedules import operations as scheduling
+from .maintenance.steps import check, positive
 
 logger = logging.getLogger(__name__)
 

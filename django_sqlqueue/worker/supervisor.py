@@ -76,6 +76,11 @@ class Supervisor:
         self.started_at[slot] = time.monotonic()
         self._say(f"supervisor: worker {slot + 1}/{self.processes} started, pid {child.pid}",
                   "supervisor.child_started", slot=slot + 1, pid=child.pid)
+        if self.stopping:
+            # The signal came while this child was starting (a spawned interpreter takes a
+            # while), so the stop was sent to the others only: without it, this child would
+            # work on and the supervisor wait for it forever.
+            child.send_signal(signal.SIGTERM)
 
     def _on_signal(self, signum, frame):
         if self.stopping:

@@ -3,8 +3,8 @@ in-process enqueue, or a freed slot; otherwise after the poll interval (+/-20% j
 many workers do not poll in lockstep). Polling always stays on: a notification is only a hint.
 
 After a NOTIFY the fetcher also looks once more, ``notify.follow_up_seconds()`` later: a process
-enqueueing fast sends only some of its notifications (notify.py), and the jobs it enqueued just
-after one it sent are found by this second look instead of the next poll.
+enqueueing fast sends only some of its notifications (enqueue/notify.py), and the jobs it enqueued
+just after one it sent are found by this second look instead of the next poll.
 
 Not every idle worker claims on a NOTIFY: PostgreSQL delivers it to every listener, and with N
 workers serving its queue each one claims with chance ``CLAIMERS_PER_NOTIFY / N`` (``Claimers``),
@@ -31,9 +31,11 @@ import time
 
 from django.db import connections
 
-from .. import listening, sql
 from ..conf import get_settings
-from ..notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
+from ..db import ops
+from ..db.postgresql import listen
+from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
+from . import listening
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class Wakeup:
         self.queues = set(queues) if queues else None
         self.poll_interval = poll_interval
         self.event = threading.Event()
-        self.use_notify = use_notify and connections[alias].vendor == "postgresql"
+        self.use_notify = use_notify and ops(connections[alias]).supports_notify
         self.no_listen_reason = None  # why NOTIFY is on but this worker polls
         self.listen_params = listening.listen_params(alias) if self.use_notify else None
         if self.use_notify and self.listen_params is None:
@@ -119,7 +121,7 @@ class Wakeup:
 
     def wait(self, timeout: float | None = None, *, at_most: float | None = None) -> bool:
         """Sleep until woken or for ``timeout`` (default: the poll interval, jittered +/-20%),
-        never longer than ``at_most`` (a full claim due: worker/claim_bound.py). True if woken."""
+        never longer than ``at_most`` (a full claim due: claim/bounded.py). True if woken."""
         if timeout is None:
             timeout = self.next_poll()
             if self._follow_up_at is not None:
@@ -154,8 +156,8 @@ class Wakeup:
         while not self._stopping.is_set():
             try:
                 with psycopg.connect(**self.listen_params, autocommit=True) as conn:
-                    conn.execute(sql.listen(CHANNEL))
-                    conn.execute(sql.listen(CANCEL_CHANNEL))
+                    conn.execute(listen(CHANNEL))
+                    conn.execute(listen(CANCEL_CHANNEL))
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
                     self.on_cancel()

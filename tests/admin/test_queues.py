@@ -4,8 +4,8 @@ own permission; the dashboard shows paused queues and limits."""
 import pytest
 from django.urls import reverse
 
-from django_sqlqueue import queue_control
 from django_sqlqueue.models import Job, Queue
+from django_sqlqueue.queues import control as queue_control
 from tests.admin.users import make_staff
 from tests.testapp.tasks import add, send_email
 

@@ -18,8 +18,10 @@ from django.db import connections
 from django.test import RequestFactory, override_settings
 from django.urls import reverse
 
-from django_sqlqueue import snapshot, views
+from django_sqlqueue import views
 from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.observability import snapshot
+from django_sqlqueue.observability.replica import replica_state
 from tests.postgres_pair import Pair
 from tests.process.conftest import start_worker  # noqa: F401 - the fixture, used here
 from tests.support.waiting import wait_until
@@ -84,7 +86,7 @@ def _stats(*args) -> str:
 
 
 def _replica_age() -> float:
-    return snapshot.replica_state(REPLICA).age_seconds
+    return replica_state(REPLICA).age_seconds
 
 
 def test_dashboard_stats_and_metrics_read_from_a_replica(pair, on_pair, start_worker,  # noqa: F811

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 import django_sqlqueue
 import tests.admin.conftest  # noqa: F401 - switches the admin on, as for tests/admin
-from django_sqlqueue import notify
+from django_sqlqueue.enqueue import notify
 from django_sqlqueue.execution import call_task
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
@@ -171,6 +171,17 @@ SQL_ASSEMBLY = {
                        "document"},
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
+# Issue 33: sql.py's statements became the methods of the drivers in db/, sql_mariadb.py
+# db/mariadb_statements.py. The same names, and: ``self``, the driver's own methods, which return
+# SQL text of the same kinds (the clock, the ready condition, the lock clause, SET lists);
+# ``value`` and ``job``, how a statement names an outcome's value columns ("v.status",
+# "v.column3") and the job's row ("job." or the quoted table); ``again``, a condition of quoted
+# columns; ``READY_LIST`` and ``JobStatus``, status constants.
+_DRIVERS = SQL_ASSEMBLY.pop("sql.py") | {"self", "value", "job", "again", "READY_LIST",
+                                         "JobStatus"}
+SQL_ASSEMBLY.update({f"db/{name}.py": _DRIVERS
+                     for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb")})
+SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
 
 
 def _pieces(node):

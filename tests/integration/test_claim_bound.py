@@ -8,8 +8,8 @@ import io
 import pytest
 from django.utils import timezone
 
+from django_sqlqueue.claim.bounded import FULL_CLAIM_COST_FACTOR, SLOW_IN_A_ROW, ClaimBound
 from django_sqlqueue.models import Job
-from django_sqlqueue.worker.claim_bound import FULL_CLAIM_COST_FACTOR, SLOW_IN_A_ROW, ClaimBound
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,7 +117,7 @@ def test_behind_a_held_snapshot_the_bounded_claim_skips_what_was_claimed_since()
     import psycopg
     from django.db import connection
 
-    from django_sqlqueue import sql
+    from django_sqlqueue.db import ops
     from tests.conftest import direct_connect_kwargs
 
     insert = ("INSERT INTO django_sqlqueue_job (task_name, queue, payload) "
@@ -137,13 +137,12 @@ def test_behind_a_held_snapshot_the_bounded_claim_skips_what_was_claimed_since()
         Job.objects.filter(pk__in=[job.pk for job in claimed]).update(status="succeeded")
         with connection.cursor() as cursor:
             cursor.execute(insert, [100])
-            full_sql = sql.ready_ids(Job, connection, queue_count=None)
-            full_plan, full_buffers = _explain(cursor, full_sql, [10])
+            full_sql, params = ops(connection).ready_ids(Job, limit=10)
+            full_plan, full_buffers = _explain(cursor, full_sql, params)
             last = max(claimed, key=lambda job: (-job.priority, job.run_at, job.pk))
-            after = [0, last.run_at, last.pk]
-            bounded_sql = sql.ready_ids_after(Job, connection, queue_count=None)
-            bounded_plan, bounded_buffers = _explain(
-                cursor, bounded_sql, [*after, 10, 0, 10, 10])
+            after = (0, last.run_at, last.pk)
+            bounded_sql, params = ops(connection).ready_ids_after(Job, after=after, limit=10)
+            bounded_plan, bounded_buffers = _explain(cursor, bounded_sql, params)
     finally:
         held.close()
     # Both read the ready index in claim order, without a sort; the bounded one starts its

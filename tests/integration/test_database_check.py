@@ -7,7 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from django_sqlqueue.checks import DATABASE_HINT, _mysql_problem, database_problem
+from django_sqlqueue.checks import DATABASE_HINT, database_problem
+from django_sqlqueue.db.mariadb import server_problem as _mysql_problem
 
 
 @pytest.mark.django_db

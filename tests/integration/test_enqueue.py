@@ -10,7 +10,7 @@ from django.db.models import signals
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from django_sqlqueue import notify
+from django_sqlqueue.enqueue import notify
 from django_sqlqueue.exceptions import InvalidPayload
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.registry import Task

@@ -11,17 +11,17 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_sqlqueue import outcomes, queries
+from django_sqlqueue.db.clock import DatabaseNow
 from django_sqlqueue.models import Job, Leader, Worker
-from django_sqlqueue.sql import DatabaseNow
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker.cleaner import Cleaner, CleanerConfig
-from django_sqlqueue.worker.expirer import Expirer, ExpirerConfig
 from django_sqlqueue.worker.identity import ProcessTable
-from django_sqlqueue.worker.leader import Leader as LeaderStep
-from django_sqlqueue.worker.leader import LeaderConfig
 from django_sqlqueue.worker.maintenance import Maintenance
-from django_sqlqueue.worker.reaper import Reaper, ReaperConfig
-from django_sqlqueue.worker.rescuer import Rescuer, RescuerConfig
+from django_sqlqueue.worker.maintenance.cleaner import Cleaner, CleanerConfig
+from django_sqlqueue.worker.maintenance.expirer import Expirer, ExpirerConfig
+from django_sqlqueue.worker.maintenance.leader import Leader as LeaderStep
+from django_sqlqueue.worker.maintenance.leader import LeaderConfig
+from django_sqlqueue.worker.maintenance.reaper import Reaper, ReaperConfig
+from django_sqlqueue.worker.maintenance.rescuer import Rescuer, RescuerConfig
 from tests.support.waiting import wait_until
 from tests.testapp.tasks import add
 

@@ -7,7 +7,8 @@ import json
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from django_sqlqueue import sql
+from django_sqlqueue.db import ops
+from django_sqlqueue.db.clock import DatabaseNow
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.tasks import add
@@ -39,9 +40,9 @@ def _fill_analyzed(ready_insert: str):
 
 def _claim_plan(queues) -> dict:
     """ANALYZE (run, with the plan) of the id-picking part of the claim, as a dict."""
-    picked = sql.ready_ids(Job, connection, queue_count=None if queues is None else len(queues))
+    picked, params = ops(connection).ready_ids(Job, queues=queues, limit=10)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE FORMAT=JSON " + picked, [*(queues or ()), 10])
+        cursor.execute("ANALYZE FORMAT=JSON " + picked, params)
         block = json.loads(cursor.fetchone()[0])["query_block"]
     assert "filesort" not in json.dumps(block), block  # claim order comes from the index
     (step,) = block["nested_loop"]
@@ -77,7 +78,7 @@ def test_reads_of_ready_rows_use_the_ready_indexes_not_the_whole_table():
     _fill_analyzed("INSERT INTO django_sqlqueue_job (task_name, queue, payload, expires_at) "
                    "SELECT 'tests.testapp.tasks.add', 'default', '{}', UTC_TIMESTAMP(6) "
                    "FROM seq_1_to_50")
-    expiring = Job.objects.in_ready_status().filter(expires_at__lte=sql.DatabaseNow())
+    expiring = Job.objects.in_ready_status().filter(expires_at__lte=DatabaseNow())
     for reads in (expiring, Job.objects.in_ready_status()):
         plan = json.loads(reads.explain(format="JSON"))
         if isinstance(plan, str):  # mysqlclient hands it over as a JSON string of the text

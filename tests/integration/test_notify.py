@@ -5,8 +5,8 @@ import psycopg
 import pytest
 from django.db import transaction
 
+from django_sqlqueue.enqueue.notify import CHANNEL
 from django_sqlqueue.models import Job
-from django_sqlqueue.notify import CHANNEL
 from tests.conftest import direct_connect_kwargs
 from tests.testapp.tasks import add, send_email
 
@@ -76,7 +76,7 @@ def test_notify_can_be_turned_off(listener, settings):
 @pytest.fixture
 def fresh_limiter(monkeypatch):
     """A new per-process notification limiter: earlier tests' enqueues spent no tokens."""
-    from django_sqlqueue import notify
+    from django_sqlqueue.enqueue import notify
 
     monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter())
 
@@ -84,7 +84,7 @@ def fresh_limiter(monkeypatch):
 def test_a_process_enqueueing_fast_notifies_a_burst_then_a_few_times_a_second(
     listener, settings, monkeypatch
 ):
-    from django_sqlqueue import notify
+    from django_sqlqueue.enqueue import notify
 
     # The limiter's clock, moved by the test: 20 transactions 0.1 s apart whatever the speed
     # of the machine (on a loaded one, real time let 8 through instead of 5 or 6).

@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-from django_sqlqueue import sql
+from django_sqlqueue.db import ops
 from django_sqlqueue.models import Job
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db]
@@ -11,9 +11,9 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.django_db]
 
 def _claim_plan(queues):
     """EXPLAIN of the id-picking part of the statement Job.objects.claim() sends."""
-    picked = sql.ready_ids(Job, connection, queue_count=None if queues is None else len(queues))
+    picked, params = ops(connection).ready_ids(Job, queues=queues, limit=10)
     with connection.cursor() as cursor:  # "now" is the database's clock
-        cursor.execute("EXPLAIN " + picked, [*(queues or ()), 10])
+        cursor.execute("EXPLAIN " + picked, params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
 

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_sqlqueue import queue_control
+from django_sqlqueue.claim.limited import read_controls
 from django_sqlqueue.exceptions import InvalidConcurrencyKey, InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
-from django_sqlqueue.queue_limits import read_controls
+from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.tasks import add, send_email
 
@@ -142,7 +142,7 @@ def test_states_say_what_the_waiting_jobs_wait_for():
     assert states["default"].limits == "1 running; per key: 1 running"
 
 
-@pytest.mark.not_mariadb  # its claim is a transaction of three statements (sql_mariadb.Stepped)
+@pytest.mark.not_mariadb  # its claim is a transaction of three statements (a Stepped)
 def test_unlimited_claims_stay_one_statement(django_assert_num_queries):
     jobs = Job.objects.bulk_enqueue(add.prepare(i, i) for i in range(3))
     controls = read_controls(Job, "default")
@@ -187,7 +187,7 @@ def analyzed():
 def test_a_limited_backlog_of_100k_jobs_is_never_read_by_a_claim(analyzed):
     """The plans of issue 16: a key at its limit with 100,000 ready jobs in front, and another
     queue's claim next to it; no claim reads more than a few rows."""
-    from django_sqlqueue import sql
+    from django_sqlqueue.db import ops
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -200,21 +200,20 @@ def test_a_limited_backlog_of_100k_jobs_is_never_read_by_a_claim(analyzed):
     analyzed()
     now = timezone.now()
     # The per-key claim with "big" at its limit: the unkeyed part and the part of "small".
-    nodes, most = explain(*sql.ready_ids_by_key(Job, connection, "limited",
-                                                 {"": 5, "small": 5}, now))
+    nodes, most = explain(*ops(connection).ready_ids_by_key(Job, "limited",
+                                                           {"": 5, "small": 5}, now))
     assert most <= 10, nodes  # at most 5 rows of each of the two keys
     assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
         "sqlqueue_job_ready_by_key"}
     assert not any(n["Node Type"] == "Sort" for n in nodes), nodes  # read in index order
     # Finding the ready keys: one probe per key, not 100,000 rows.
-    nodes, most = explain(sql.ready_keys(Job, connection), ["limited", "limited", 400])
+    nodes, most = explain(*ops(connection).ready_keys(Job, queue="limited", limit=400))
     assert most <= 5, nodes
     # Finding the ready queues (a worker of every queue, when some are limited or paused).
-    nodes, most = explain(sql.ready_queues(Job, connection), [10_000])
+    nodes, most = explain(*ops(connection).ready_queues(Job, limit=10_000))
     assert most <= 5, nodes
     # The claim of an unlimited queue next to the backlog.
-    nodes, most = explain(sql.ready_ids(Job, connection, queue_count=1, db_clock=False),
-                          [now, now, "default", 10])
+    nodes, most = explain(*ops(connection).ready_ids(Job, queues=["default"], limit=10, now=now))
     assert most <= 5, nodes
     queue_control.set_limits("limited", key_concurrency_limit=0)
     claimed = Job.objects.claim(None, "w", limit=10)  # the unkeyed job and "default"'s

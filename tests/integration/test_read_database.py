@@ -4,8 +4,8 @@ is (tests/admin/test_replica_reads.py reads from a real one)."""
 
 import pytest
 
-from django_sqlqueue import snapshot
 from django_sqlqueue.checks import check_read_database
+from django_sqlqueue.observability import replica, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -24,9 +24,9 @@ def test_an_unknown_read_alias_is_an_error_naming_it(settings):
 
 
 def test_read_alias_is_the_setting_else_the_fallback(settings):
-    assert snapshot.read_alias("default") == "default"
+    assert replica.read_alias("default") == "default"
     settings.SQLQUEUE = {"READ_DATABASE": "other"}
-    assert snapshot.read_alias("default") == "other"
+    assert replica.read_alias("default") == "other"
     assert _read_database_errors() == []
 
 
@@ -38,8 +38,8 @@ def test_a_snapshot_of_a_primary_names_it_and_no_replica():
 
 
 def test_a_replica_state_in_words():
-    state = snapshot.ReplicaState(replayed_at=None, age_seconds=None, replay_lag_seconds=0.0)
+    state = replica.ReplicaState(replayed_at=None, age_seconds=None, replay_lag_seconds=0.0)
     assert state.text() == "a replica that has replayed no transaction yet"
-    state = snapshot.ReplicaState(replayed_at=object(), age_seconds=2.5, replay_lag_seconds=0.0)
+    state = replica.ReplicaState(replayed_at=object(), age_seconds=2.5, replay_lag_seconds=0.0)
     assert state.text() == ("a replica: its last change replayed was committed 2.5 s ago on "
                             "the primary (replay 0 ms behind)")

@@ -10,8 +10,8 @@ from django.db import connection
 from django_sqlqueue import snapshot
 from django_sqlqueue.models import Job, ThroughputCount, ThroughputCursor
 from django_sqlqueue.worker.maintenance import Maintenance
-from django_sqlqueue.worker.rollup import Rollup, RollupConfig
-from django_sqlqueue.worker.steps import InvalidStepConfig
+from django_sqlqueue.worker.maintenance.rollup import Rollup, RollupConfig
+from django_sqlqueue.worker.maintenance.steps import InvalidStepConfig
 from tests.factories import JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db
@@ -205,7 +205,7 @@ def test_json_document():
 
 
 def test_rollup_writes_many_buckets_in_several_statements(monkeypatch):
-    monkeypatch.setattr("django_sqlqueue.worker.rollup.ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr("django_sqlqueue.worker.maintenance.rollup.ROWS_PER_STATEMENT", 3)
     finish_history()
     Rollup(alias="default").run_once(NOW)
     assert {q.name: q.throughput for q in snapshot.take(now=NOW).queues} == EXPECTED

@@ -18,8 +18,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from django_sqlqueue import queue_control
 from django_sqlqueue.models import Job
+from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
 from tests.support.waiting import wait_until
 from tests.testapp.models import Run

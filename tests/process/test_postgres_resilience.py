@@ -126,7 +126,7 @@ def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll
 ):
     import psycopg
 
-    from django_sqlqueue import notify
+    from django_sqlqueue.enqueue import notify
 
     monkeypatch.setattr(notify, "_limiter", notify.NotifyLimiter(burst=1))
     limits = {"POLL_INTERVAL_SECONDS": 120.0, "NOTIFY_PER_SECOND": 0.2}  # second look: 10 s
@@ -145,5 +145,40 @@ def test_a_job_whose_notify_was_held_back_starts_at_the_second_look_not_the_poll
     held_back.refresh_from_db()
     first.refresh_from_db()
     assert (held_back.claimed_at - first.enqueued_at).total_seconds() < 60  # not the poll
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def _terminate_other_connections():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_idle_job_threads_replace_their_killed_connections_before_the_next_job(start_worker):
+    """Connections ended while the job threads were idle (a restart, an operator, a failover)
+    are checked once the worker has seen a database error, before each thread's next job: the
+    jobs do not fail at their first query, not even as interruptions."""
+    from tests.conftest import VENDOR
+    from tests.testapp.tasks import record
+
+    if VENDOR == "pgbouncer":
+        pytest.skip("through PgBouncer a client's connection outlives the server's it used")
+    worker = start_worker("-c", "4", settings={**FAST, "MAX_ATTEMPTS": 1})
+    warm = Job.objects.bulk_enqueue(record.prepare(tag="warm") for _ in range(40))
+    wait_until(lambda: _all_succeeded(len(warm)), what="the warm-up jobs", worker=worker)
+    assert _terminate_other_connections() > 0
+    wait_until(lambda: "database unavailable while claiming" in worker.output,
+               what="the worker to see its claim's connection gone", worker=worker)
+    jobs = Job.objects.bulk_enqueue(record.prepare(tag="after") for _ in range(40))
+    wait_until(lambda: _all_succeeded(len(warm) + len(jobs)), what="the jobs after the kill",
+               worker=worker)
+    cut = [job.errors for job in Job.objects.filter(pk__in=[j.pk for j in jobs]) if job.errors]
+    assert cut == [], cut
+    assert Execution.objects.filter(tag="after").count() == len(jobs)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from django_sqlqueue import tracing
+from django_sqlqueue.observability import tracing
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
 from tests.support.waiting import wait_until

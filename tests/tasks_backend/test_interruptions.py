@@ -81,10 +81,12 @@ def test_database_restarts_fail_no_task_at_the_defaults(start_worker, database_s
     _at_shares_of_the_run(results, workers[0], lambda: database_server.restart(mode="fast"))
     entries = _every_task_succeeded_once(results, workers[0])
     assert entries, "no restart cut a run in flight: nothing was tested"
-    # A worker starts no held job while its database is away: each restart cuts at most the
-    # runs in flight, one per thread, not also every job claimed ahead (8 per thread).
+    # A worker starts no held job while its database is away: a restart cuts the runs in
+    # flight, one per thread, and at most one more each where a server that is shutting down
+    # still accepted the worker's check (MariaDB: 25 of 24 once) - not every job claimed ahead
+    # too, 8 per thread (without the wait, 179 runs were cut).
     causes = Counter(entry["type"] for entry in entries)
-    assert len(entries) <= 2 * 3 * 4, (
+    assert len(entries) <= 2 * 2 * 3 * 4, (
         f"{len(entries)} runs cut by 2 restarts of 12 threads: {causes}")
     assert all(w.is_running() for w in workers), [w.output[-2000:] for w in workers]
     for worker in workers:

@@ -6,7 +6,7 @@ import uuid
 
 from django.utils import timezone
 
-from django_sqlqueue.instances import attnames, builds_directly, new_instance
+from django_sqlqueue.db.instances import attnames, builds_directly, new_instance
 from django_sqlqueue.models import Job
 
 STATE = ("adding", "db", "fields_cache")  # what ModelState holds, per Django 5.2 to 6.1

@@ -1,6 +1,7 @@
 """No import cycles between the package's modules, counting imports inside functions: a lower
 layer never imports an upper one (the run path never imports the django.tasks backend, the
-outcomes never import the models)."""
+outcomes never import the models), and the package never imports its own old paths (the thin
+modules kept where a documented module was before it moved)."""
 
 import ast
 from pathlib import Path
@@ -8,6 +9,27 @@ from pathlib import Path
 import django_sqlqueue
 
 PACKAGE = Path(django_sqlqueue.__file__).parent
+
+#: The package's layers, bottom up: a module imports modules of its own layer and of those
+#: below it, never of one above. A module belongs to the entry of the longest prefix that
+#: names it (``schedules.operations`` is an operation, the rest of ``schedules`` a duty).
+LAYERS = (
+    ("base", ("conf", "statuses", "exceptions", "context", "signals")),
+    ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
+    ("duties", (
+        "enqueue", "claim", "run", "registry", "schedules",
+        "observability.metrics", "observability.tracing", "observability.durations",
+        "observability.liveness", "observability", "worker.listening",
+        "",  # the package's face: job, schedule, enqueue_on_commit, current_job
+    )),
+    ("models", ("models", "queries")),
+    ("operations", (
+        "queues", "schedules.operations", "observability.snapshot", "observability.throughput",
+        "observability.queue_metrics", "checks",
+    )),
+    ("worker", ("worker",)),
+    ("entry points", ("backend", "backend_checks", "admin", "management", "views", "urls", "apps")),
+)
 
 
 def module_name(path: Path) -> str:
@@ -66,9 +88,44 @@ def cycles(graph: dict) -> list:
     return result
 
 
-def test_the_package_has_no_import_cycles():
+def scan():
+    """The package's modules (but its migrations), what each imports, and its old paths."""
     paths = [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
     modules = {module_name(p) for p in paths}
     graph = {module_name(p): imports_of(p, modules) for p in paths}
-    assert graph["django_sqlqueue.runner"], "the scan found no imports: it is broken"
+    old_paths = {module_name(p) for p in paths if "sys.modules[__name__] = " in p.read_text()}
+    assert graph["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
+    return graph, old_paths
+
+
+def layer_of(module: str) -> int:
+    name = module.removeprefix("django_sqlqueue").removeprefix(".")
+    found = [(len(prefix), level) for level, (_, prefixes) in enumerate(LAYERS)
+             for prefix in prefixes
+             if name == prefix or (prefix and name.startswith(prefix + "."))]
+    assert found, f"{module} is in no layer of LAYERS: add it"
+    return max(found)[1]
+
+
+def test_the_package_has_no_import_cycles():
+    graph, _ = scan()
     assert cycles(graph) == []
+
+
+def test_lower_layers_never_import_upper_ones():
+    graph, old_paths = scan()
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {imported} "
+        f"({LAYERS[layer_of(imported)][0]})"
+        for module, imported_modules in sorted(graph.items()) if module not in old_paths
+        for imported in sorted(imported_modules)
+        if imported not in old_paths and layer_of(imported) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_the_package_never_imports_its_old_paths():
+    graph, old_paths = scan()
+    assert {"django_sqlqueue.scheduling", "django_sqlqueue.runner"} <= old_paths
+    assert [(module, sorted(imported & old_paths)) for module, imported in sorted(graph.items())
+            if imported & old_paths and module not in old_paths] == []

@@ -8,12 +8,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_sqlqueue.conf import QueueSettings, get_settings
 from django_sqlqueue.worker import identity
-from django_sqlqueue.worker.cleaner import CleanerConfig
-from django_sqlqueue.worker.expirer import ExpirerConfig
-from django_sqlqueue.worker.leader import LeaderConfig
-from django_sqlqueue.worker.reaper import ReaperConfig
-from django_sqlqueue.worker.rescuer import RescuerConfig
-from django_sqlqueue.worker.steps import InvalidStepConfig
+from django_sqlqueue.worker.maintenance.cleaner import CleanerConfig
+from django_sqlqueue.worker.maintenance.expirer import ExpirerConfig
+from django_sqlqueue.worker.maintenance.leader import LeaderConfig
+from django_sqlqueue.worker.maintenance.reaper import ReaperConfig
+from django_sqlqueue.worker.maintenance.rescuer import RescuerConfig
+from django_sqlqueue.worker.maintenance.steps import InvalidStepConfig
 
 DEFAULTS = QueueSettings()
 

@@ -1,6 +1,6 @@
 """The per-process notification limiter: a token bucket per (alias, queue), on a fake clock."""
 
-from django_sqlqueue.notify import NotifyLimiter
+from django_sqlqueue.enqueue.notify import NotifyLimiter
 
 
 class FakeClock:

@@ -5,7 +5,7 @@ table) nor for errors that are not the database's."""
 import pytest
 from django.db import IntegrityError, OperationalError
 
-from django_sqlqueue import outages
+from django_sqlqueue.db import outages
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -7,42 +7,38 @@ from django.db import OperationalError
 from django_sqlqueue.worker import resilience
 
 
-def test_retries_back_off_up_to_max_delay(monkeypatch):
-    slept = []
-    monkeypatch.setattr(resilience.time, "sleep", slept.append)
+@pytest.fixture
+def slept(monkeypatch):
+    """The waits between tries, recorded instead of slept."""
+    waits = []
+    monkeypatch.setattr(resilience.time, "sleep", waits.append)
     monkeypatch.setattr(resilience, "drop_connection", lambda alias: None)
-    failures = iter(range(6))
+    return waits
 
-    def flaky():
-        if next(failures, None) is not None:
+
+def failing(times):
+    """A call that raises a transient error ``times`` times, then returns "done"."""
+    left = iter(range(times))
+
+    def call():
+        if next(left, None) is not None:
             raise OperationalError("server closed the connection unexpectedly")
-        return "renewed"
+        return "done"
 
-    assert resilience.call_with_retry(flaky, alias="default", what="heartbeat",
-                                      max_delay=0.8) == "renewed"
+    return call
+
+
+def test_retries_back_off_up_to_max_delay(slept):
+    assert resilience.call_with_retry(failing(6), alias="default", what="heartbeat",
+                                      max_delay=0.8) == "done"
     assert slept == [0.5, 0.8, 0.8, 0.8, 0.8, 0.8]
 
 
-def test_the_default_backoff_doubles_to_ten_seconds(monkeypatch):
-    slept = []
-    monkeypatch.setattr(resilience.time, "sleep", slept.append)
-    monkeypatch.setattr(resilience, "drop_connection", lambda alias: None)
-    failures = iter(range(7))
-
-    def flaky():
-        if next(failures, None) is not None:
-            raise OperationalError("gone")
-
-    resilience.call_with_retry(flaky, alias="default", what="claiming")
+def test_the_default_backoff_doubles_to_ten_seconds(slept):
+    resilience.call_with_retry(failing(7), alias="default", what="claiming")
     assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
-def test_it_gives_up_once_stopped(monkeypatch):
-    monkeypatch.setattr(resilience.time, "sleep", lambda seconds: None)
-    monkeypatch.setattr(resilience, "drop_connection", lambda alias: None)
-
-    def gone():
-        raise OperationalError("gone")
-
+def test_it_gives_up_once_stopped(slept):
     with pytest.raises(OperationalError):
-        resilience.call_with_retry(gone, alias="default", what="x", stop=lambda: True)
+        resilience.call_with_retry(failing(1), alias="default", what="x", stop=lambda: True)

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from django_sqlqueue import tick_plan
 from django_sqlqueue.exceptions import InvalidPeriodicSchedule
+from django_sqlqueue.schedules import tick_plan
 from django_sqlqueue.timetables import (
     CronTimetable,
     IntervalTimetable,

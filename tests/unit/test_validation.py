@@ -13,8 +13,9 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_sqlqueue import enqueue_on_commit, job, validation
+from django_sqlqueue import enqueue_on_commit, job
 from django_sqlqueue.conf import get_settings
+from django_sqlqueue.enqueue import validation
 from django_sqlqueue.exceptions import (
     InvalidJob,
     InvalidPayload,

@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 from django.utils import timezone
 
+from ...enqueue.validation import queue_name
 from ...models import Job
 from ...statuses import FINISHED_STATUSES
-from ...validation import queue_name
 from ..database_option import add_database_option, database_alias
 from ..progress import Progress
 

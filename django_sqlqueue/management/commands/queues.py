@@ -1,14 +1,14 @@
 """``manage.py queues``: list the queues (paused, limits, what their jobs wait for); pause,
-resume or limit one (queue_control.py does the work)."""
+resume or limit one (queues/control.py does the work)."""
 
 import json
 from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import queue_control
 from ...exceptions import InvalidJob, InvalidQueueLimit
 from ...models import Queue
+from ...queues import control as queue_control
 from ..database_option import add_database_option, database_alias
 
 LIMIT_OPTIONS = (

@@ -5,8 +5,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import scheduling
 from ...models import Schedule
+from ...schedules import operations as scheduling
 from ..database_option import add_database_option, database_alias
 
 COLUMNS = (("name", "NAME"), ("state", "STATE"), ("description", "WHEN"),

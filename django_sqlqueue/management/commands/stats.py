@@ -7,9 +7,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import snapshot
 from ...conf import get_settings
 from ...models import Job
+from ...observability import snapshot
 from ..database_option import add_database_option, database_alias
 from ..stats_text import COLUMNS, lines
 

@@ -1,0 +1,6 @@
+"""The claim: which ready jobs a worker takes, and how.
+
+``limited.py`` claims from paused and limited queues, serialised on each queue's row;
+``bounded.py`` decides when a worker claims only the jobs after its last claimed one (behind a
+long transaction). The plain claim is ``JobQuerySet.claim`` (queries.py), its SQL in db/.
+"""

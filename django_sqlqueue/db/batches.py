@@ -1,0 +1,32 @@
+"""One short transaction per batch, for work that touches many rows (pruning, rescuing, expiring).
+
+A statement that deletes a million rows holds a million row locks and one snapshot until it
+commits; the same work in batches of a thousand, each committed on its own, never holds more than
+a thousand, and lets vacuum and the workers' claims through in between. On PostgreSQL each batch
+also gets a statement timeout of its own (``SET LOCAL statement_timeout``), so a batch stuck on a
+lock fails alone instead of stalling the rest.
+"""
+
+import contextlib
+
+from django.db import connections, transaction
+
+from . import ops
+
+
+@contextlib.contextmanager
+def short_transaction(alias: str, statement_timeout: float | None = None):
+    """``transaction.atomic(using=alias)`` with, on PostgreSQL, each statement limited to
+    ``statement_timeout`` seconds (None: no limit). Inside a caller's transaction it is a
+    savepoint, and the caller's transaction keeps its own limits (a ``SET LOCAL`` would outlive
+    the savepoint)."""
+    connection = connections[alias]
+    outermost = not connection.in_atomic_block
+    with transaction.atomic(using=alias):
+        if outermost and statement_timeout is not None:
+            statement = ops(connection).statement_timeout(seconds=statement_timeout)
+            if statement is not None:
+                with connection.cursor() as cursor:
+                    text, params = statement
+                    cursor.execute(text, params)
+        yield connection

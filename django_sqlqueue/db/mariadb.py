@@ -1,0 +1,162 @@
+"""MariaDB 10.6+ (Django's vendor ``"mysql"``; MySQL itself is refused by the system check): no
+partial indexes and no ``UPDATE ... RETURNING``, so most statements are the steps of
+``mariadb_statements.py``; new jobs read from a JSON document by ``JSON_TABLE``."""
+
+import functools
+import json
+
+from . import mariadb_statements as statements
+from .base import DatabaseDriver
+from .pieces import NOT_PLAIN, NOW, outcome_row
+
+#: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
+#: enough that a value reaches the column whole (an over-long one must fail at the column, not be
+#: cut), and exact (a FloatField read as an integer would round). Other types (BooleanField,
+#: UUIDField) are not put in MariaDB's document: their jobs go through bulk_create.
+DOCUMENT_TYPES = {
+    "JSONField": "JSON", "DateTimeField": "DATETIME(6)", "CharField": "LONGTEXT",
+    "TextField": "LONGTEXT", "FloatField": "DOUBLE", "IntegerField": "BIGINT",
+    "SmallIntegerField": "BIGINT", "BigIntegerField": "BIGINT", "PositiveIntegerField": "BIGINT",
+    "PositiveSmallIntegerField": "BIGINT", "PositiveBigIntegerField": "BIGINT UNSIGNED",
+}
+
+
+#: SELECT how many seconds the session's time zone is ahead of UTC (0 when it is UTC), which
+#: ``CURRENT_TIMESTAMP`` column defaults follow (the system check).
+SESSION_UTC_OFFSET = "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
+
+
+class MariaDBDriver(DatabaseDriver):
+    name = "mysql"
+    inserts_from_document = True
+
+    def problem(self) -> str | None:
+        return server_problem(self.connection)
+
+    def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
+        return statements.now_sql(plus_seconds)
+
+    # ---- the claim --------------------------------------------------------------------------
+
+    def ready_prefix(self) -> str:
+        """MariaDB's ready indexes lead with a generated column (migration 0012) that its
+        optimizer does not derive from the status condition: the claim names it."""
+        return f"{self.connection.ops.quote_name(statements.READY_COLUMN)} = 1 AND "
+
+    def ready_rows(self, rows):
+        return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
+
+    def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
+        quote = self.connection.ops.quote_name
+        _, _, values, _ = self._claim_clock()
+        sets, columns = self._claim_sets(model, assignments, values, returning)
+        # The column set to NOW, read back as text like PostgreSQL's clock.now::text.
+        claimed_at = next((quote(model._meta.get_field(name).column)
+                           for name, how in assignments if how == NOW), None)
+        return statements.claim_jobs(
+            picked_ids_sql, quote(model._meta.db_table), quote(model._meta.pk.column), sets,
+            sum(how != NOW for _, how in assignments), columns, claimed_at)
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def record_outcomes(self, model, rows):
+        """Times as the column stores them (naive UTC text with USE_TZ). In id order: the lock
+        step reads the document's rows in order and locks each job as it goes, and locks taken
+        in another order than a concurrent UPDATE's (a heartbeat's, by id) deadlock."""
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.OUTCOME_FIELDS)
+        to_db = self.connection.ops.adapt_datetimefield_value
+        document = json.dumps([outcome_row(*row, time_text=to_db)
+                               for row in sorted(rows, key=lambda row: row[0])])
+        return statements.record_outcomes(table, col), [document]
+
+    def _elect_leader(self, model, worker_model):
+        quote = self.connection.ops.quote_name
+        col = self.columns(model, ("name", "holder", "elected_at", "expires_at"))
+        return statements.elect_leader(
+            quote(model._meta.db_table), col, quote(worker_model._meta.db_table),
+            quote(worker_model._meta.get_field("name").column))
+
+    def _rescue_jobs(self, model, picked_sql: str, *, db_clock: bool = True):
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        return statements.rescue_jobs(table, self.columns(model, self.RESCUE_FIELDS), picked_sql,
+                                      db_clock=db_clock)
+
+    def _advance_schedule(self, model):
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, ("id", "next_run_at", "version", "paused_at", "retired_at",
+                                   "skipped_ticks", "last_skipped_at"))
+        return statements.advance_schedule(table, col)
+
+    def _delete_jobs(self, model, picked_ids_sql: str) -> str:
+        quote = self.connection.ops.quote_name
+        return statements.delete_jobs(quote(model._meta.db_table), quote(model._meta.pk.column),
+                                      picked_ids_sql)
+
+    def repeatable_read(self) -> str | None:
+        # Before the transaction's first statement, which is when it begins.
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+    def insert_jobs(self, model, columns: tuple, *, notify: bool, many: bool) -> str:
+        """Without NOTIFY: MariaDB has none."""
+        quote = self.connection.ops.quote_name
+        return statements.insert_jobs(
+            quote(model._meta.db_table), quote(model._meta.pk.column),
+            [quote(name) for name, *_ in columns], columns, many=many)
+
+    def add_throughput_counts(self, model, rows: list) -> tuple[str, list]:
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.THROUGHPUT_FIELDS)
+        columns = ", ".join(col[name] for name in self.THROUGHPUT_FIELDS)
+        fields = [model._meta.get_field(name) for name in self.THROUGHPUT_FIELDS]
+        return (statements.add_throughput_counts(table, columns, col["count"], len(rows)),
+                self.values_params(fields, rows))
+
+    # ---- inserting new jobs -----------------------------------------------------------------
+
+    def document_type(self, field) -> str:
+        return DOCUMENT_TYPES[field.get_internal_type()]
+
+    def document_value(self, column):
+        """A time as the backend writes it (UTC, without an offset: its DATETIME has none), the
+        other types of DOCUMENT_TYPES as PostgreSQL's, no others."""
+        kind = column.field.get_internal_type()
+        if kind not in DOCUMENT_TYPES:
+            return NOT_PLAIN
+        if kind == "DateTimeField":
+            return functools.partial(column.field.get_db_prep_save, connection=self.connection)
+        return column.to_plain
+
+
+def server_problem(connection) -> str | None:
+    """MariaDB 10.6+ is supported and tested; MySQL is not (no server to test it on)."""
+    try:
+        version = connection.mysql_version
+    except Exception as exc:  # noqa: BLE001 - no server to ask: the check cannot say more
+        return f"its server version could not be read ({exc})"
+    shown = ".".join(map(str, version))
+    if not connection.mysql_is_mariadb:
+        return (f"MySQL {shown} is not supported (untested: only MariaDB 10.6+ is, "
+                "see docs/databases.md)")
+    if version < (10, 6):
+        return f"MariaDB {shown} lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"
+    return _time_zone_problem(connection)
+
+
+def _time_zone_problem(connection) -> str | None:
+    """With USE_TZ, Django stores UTC, but the job table's column defaults (``db_default=Now()``:
+    ``CURRENT_TIMESTAMP(6)``, for jobs inserted by plain SQL) are in the session's time zone,
+    which Django leaves as the server's: it must be UTC, or such jobs run hours early or late."""
+    from django.conf import settings
+
+    if not settings.USE_TZ:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(SESSION_UTC_OFFSET, [])
+        offset_seconds = cursor.fetchone()[0]
+    if offset_seconds == 0:
+        return None
+    return (f"its session time zone is {offset_seconds / 3600:+g} h from UTC, so the job "
+            "table's column defaults (jobs inserted by plain SQL) would not be UTC as Django's "
+            "times are: set the server's default_time_zone to '+00:00', or add "
+            "\"init_command\": \"SET time_zone = '+00:00'\" to the database's OPTIONS")

@@ -1,0 +1,282 @@
+"""PostgreSQL: NOTIFY in the insert's statement, values in JSON documents, a LATERAL join for
+limited queues, the planner's row estimates, statement timeouts, how current a standby is, and the
+job table's storage parameters (migration 0011)."""
+
+import json
+import re
+
+from ..statuses import JobStatus
+from .base import DatabaseDriver
+from .pieces import NOW, NOW_PLUS, PARAM, outcome_row
+
+#: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
+#: table was first analyzed). Parameter: the quoted table name.
+TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
+
+#: Whether an index is invalid: left behind by a ``CREATE INDEX CONCURRENTLY`` that did not
+#: finish (no row when there is no such index). Parameter: the quoted index name.
+INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
+
+#: On a standby (no row on a primary): when the last transaction it replayed committed on the
+#: primary, how long ago that is by the standby's clock, and how many seconds its replay is
+#: behind what it has received (0 when it has replayed all of it: the usual lag formula, blind
+#: to WAL not yet received, which the first two columns show). For READ_DATABASE.
+REPLICA_STATE = (
+    "SELECT pg_last_xact_replay_timestamp(), "
+    "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), "
+    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END "
+    "WHERE pg_is_in_recovery()"
+)
+
+
+def explain_json(query_sql: str) -> str:
+    """EXPLAIN (FORMAT JSON) of a query Django compiled (its parameters go with it)."""
+    return "EXPLAIN (FORMAT JSON) " + query_sql
+
+
+def notify() -> str:
+    """NOTIFY, as a function so that channel and payload travel as the two parameters."""
+    return "SELECT pg_notify(%s, %s)"
+
+
+def listen(channel: str) -> str:
+    """LISTEN on ``channel`` (a constant of ours: LISTEN takes no parameter)."""
+    return f'LISTEN "{channel}"'
+
+
+class PostgreSQLDriver(DatabaseDriver):
+    name = "postgresql"
+    supports_notify = True
+    inserts_from_document = True
+    sends_plain_values = True
+    estimates_rows = True
+    builds_indexes_concurrently = True
+    reports_replica_state = True
+    json_object = "jsonb_build_object"
+
+    def problem(self) -> str | None:
+        return None
+
+    def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
+        # clock_timestamp(), not now(): now() is the start of the transaction. As a scalar
+        # subquery, read once per statement, when first needed (after the rows were locked), so
+        # that every row of one claim gets the same time. In a filter, statement_timestamp():
+        # the start of this statement, one value for every row, which an index can use.
+        clock = "statement_timestamp()" if in_filter else "(SELECT clock_timestamp())"
+        return f"({clock} + make_interval(secs => %s))" if plus_seconds else clock
+
+    # ---- the claim --------------------------------------------------------------------------
+
+    def ready_ids_by_key(self, model, queue: str, wanted: dict, now) -> tuple[str, list]:
+        """One LATERAL join over the arrays of keys and counts: the text is the same for any
+        number of keys (planning a UNION ALL of 100 parts cost more than running it)."""
+        rows, _ = self._ready_key_rows(model)
+        col = self.columns(model, ("id", "run_at", "priority", "concurrency_key"))
+        # The key as a range of one value, and sorted by first: with "= wanted.k" the key's
+        # order is implied, sqlqueue_job_ready serves the same order, and PostgreSQL sometimes
+        # walked that one, filtering out a key's 100,000 rows to find another's. Only
+        # sqlqueue_job_ready_by_key gives this order without a sort.
+        key_range = (f">= wanted.k AND {col['concurrency_key']} <= wanted.k ORDER BY "
+                     f"{col['concurrency_key']}, {col['priority']} DESC, {col['run_at']}, "
+                     f"{col['id']} LIMIT wanted.n")
+        return (
+            f"SELECT part.* FROM unnest(%s::text[], %s::int[]) AS wanted(k, n) "  # noqa: S608
+            f"CROSS JOIN LATERAL ({rows}{key_range}) AS part",
+            [list(wanted), list(wanted.values()), now, now, queue])
+
+    def _claim_clock(self) -> tuple[str, str, dict, str]:
+        # One reading of the clock for every row and column of the claim: NOW_PLUS is then
+        # exactly NOW plus the seconds, and the caller can compute it instead of reading it
+        # back. A materialised CTE is read once (a subquery in FROM would run again per row).
+        values = {PARAM: "%s", NOW: "clock.now",
+                  NOW_PLUS: "(clock.now + make_interval(secs => %s))"}
+        return ("WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now) ", " FROM clock",
+                values, "clock.now::text")
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def record_outcomes(self, model, rows) -> tuple[str, list]:
+        """The rows travel as one JSON document that ``json_to_recordset`` turns into typed
+        columns: one parameter whatever the batch size, built by ``json.dumps`` in C."""
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.OUTCOME_FIELDS)
+        value = {name: f"v.{name}" for name in ("id", "token", "status", "result", "errors",
+                                                 "run_at", "finished_at")}
+        if all(row[2] == JobStatus.SUCCEEDED.value for row in rows):
+            document = json.dumps([
+                {"id": pk, "token": str(token), "result": result,
+                 "finished_at": finished_at.isoformat()}
+                for pk, token, _, result, _, _, finished_at, *_ in rows
+            ])
+            return (
+                f"UPDATE {table} AS job SET {self.success_sets(col, 'job.', value)}"  # noqa: S608
+                "FROM json_to_recordset(%s::json) "
+                "AS v (id bigint, token uuid, result jsonb, finished_at timestamptz) "
+                f"{self.fenced(col, 'job.', value)}"
+            ), [document]
+        value.update(give_back="COALESCE(v.give_back, 0)",
+                     interrupted="COALESCE(v.interrupted, 0)")
+        document = json.dumps([outcome_row(*row) for row in rows])
+        return (
+            f"UPDATE {table} AS job SET {self.outcome_sets(col, 'job.', value)}"  # noqa: S608
+            "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
+            "result jsonb, errors jsonb, run_at timestamptz, finished_at timestamptz, "
+            "give_back int, interrupted int) "
+            f"{self.fenced(col, 'job.', value)}"
+        ), [document]
+
+    def _rescue_parts(self, col: dict, message: str, *, db_clock: bool) -> tuple:
+        now = self.now_sql() if db_clock else "%s::timestamptz"
+        at = "to_char(clock.now AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+        entry = self.error_entry({
+            "attempt": f"job.{col['attempts']}", "at": at, "type": "%s::text",
+            "message": f"left({message}, %s)", "traceback": "''",
+            "worker": f"COALESCE(job.{col['claimed_by']}, '')", "interrupted": "true"})
+        errors = f"COALESCE(job.{col['errors']}, '[]'::jsonb) || jsonb_build_array({entry})"
+        # RETURNING qualified: picked has the same columns.
+        return now, errors, "IS NOT DISTINCT FROM", f"job.{col['id']}, job.{col['status']}"
+
+    def statement_timeout(self, *, seconds: float) -> tuple | None:
+        # SET LOCAL statement_timeout takes no parameter: its function does.
+        return ("SELECT set_config('statement_timeout', %s, true)",
+                [str(max(1, round(seconds * 1000)))])
+
+    def repeatable_read(self) -> str | None:
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+    def insert_jobs(self, model, columns: tuple, *, notify: bool, many: bool) -> str:
+        """The document's rows come from ``jsonb_array_elements``, in order. With ``notify``,
+        ``pg_notify(channel, queue)`` per row (PostgreSQL delivers each distinct queue once, at
+        commit)."""
+        quote = self.connection.ops.quote_name
+        table = quote(model._meta.db_table)
+        pk = quote(model._meta.pk.column)
+        names = ", ".join(quote(name) for name, *_ in columns)
+        if not many:
+            # VALUES gives each parameter the type of its column.
+            rows = f"VALUES ({', '.join(['%s'] * len(columns))})"
+        else:
+            select, position = [], 0
+            for _, shared, is_json, sql_type in columns:
+                if shared:
+                    select.append(f"%s::{sql_type}")
+                    continue
+                if is_json:  # JSON null is SQL NULL, as the ORM stores None
+                    select.append(f"NULLIF(job.value -> {position}, 'null')")
+                else:
+                    select.append(f"(job.value ->> {position})::{sql_type}")
+                position += 1
+            rows = (
+                f"SELECT {', '.join(select)} "  # noqa: S608 - names only; values are parameters
+                "FROM jsonb_array_elements(%s::jsonb) AS job(value)"
+            )
+        insert = f"INSERT INTO {table} ({names}) {rows}"  # noqa: S608 - names only
+        if not notify:
+            return f"{insert} RETURNING {pk}"
+        queue = quote(model._meta.get_field("queue").column)
+        return (
+            f"WITH inserted AS ({insert} RETURNING {pk}, {queue}) "  # noqa: S608 - names only
+            f"SELECT {pk}, pg_notify(%s, {queue}) FROM inserted"
+        )
+
+    def add_throughput_counts(self, model, rows: list) -> tuple[str, list]:
+        """The rows as one JSON document (a VALUES list of thousands of parameters costs psycopg
+        more to send than the database to run)."""
+        table, columns, upsert = self._throughput_upsert(model)
+        document = json.dumps([
+            {"p": period, "b": bucket_at.isoformat(), "q": queue, "t": task, "s": status,
+             "n": n} for period, bucket_at, queue, task, status, n in rows])
+        return (
+            f"INSERT INTO {table} ({columns}) "  # noqa: S608 - names only
+            "SELECT v.p, v.b, v.q, v.t, v.s, v.n FROM json_to_recordset(%s::json) "
+            "AS v (p integer, b timestamptz, q text, t text, s text, n bigint) "
+            f"{upsert}"
+        ), [document]
+
+    # ---- reads for the dashboard, the admin and manage.py stats -----------------------------
+
+    def sampled_status_counts(self, model) -> str:
+        """``(queue, status, due, rows, oldest run_at)`` of a sample of about a given percent of
+        the job table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for
+        estimates of counts too dear to make exactly; ``due`` is ``run_at <= now``. Parameters:
+        now, the percent, and the statuses to count (a list). Pages are sampled whole, so rare
+        values may be missed and the estimate is rough."""
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, ("queue", "status", "run_at"))
+        queue, status, run_at = col["queue"], col["status"], col["run_at"]
+        return (
+            f"SELECT {queue}, {status}, {run_at} <= %s, COUNT(*), MIN({run_at}) "  # noqa: S608
+            f"FROM {table} TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY 1, 2, 3"
+        )
+
+    def table_row_estimate(self, model) -> float:
+        with self.connection.cursor() as cursor:
+            cursor.execute(TABLE_ROW_ESTIMATE,
+                           [self.connection.ops.quote_name(model._meta.db_table)])
+            row = cursor.fetchone()
+        return max(row[0], 0) if row else 0
+
+    def replica_state(self) -> tuple | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(REPLICA_STATE, [])
+            return cursor.fetchone()
+
+    def query_row_estimate(self, queryset) -> float:
+        query_sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+        with self.connection.cursor() as cursor:
+            cursor.execute(explain_json(query_sql), params)
+            plan = cursor.fetchone()[0]
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        return plan[0]["Plan"]["Plan Rows"]
+
+    # ---- inserting new jobs -----------------------------------------------------------------
+
+    def pipeline(self, statements: int):
+        """psycopg's pipeline mode for more than one statement, where libpq supports it (one
+        statement, like every ``enqueue()``, gains nothing from it)."""
+        if statements < 2:
+            return super().pipeline(statements)
+        # Imported here: the package also serves SQLite-only installs, which have no psycopg.
+        import psycopg
+
+        if not psycopg.Pipeline.is_supported():
+            return super().pipeline(statements)
+        self.connection.ensure_connection()
+        return self.connection.connection.pipeline()
+
+    def document_type(self, field) -> str:
+        """The column's type without length or precision (``varchar``, not ``varchar(255)``):
+        a cast to ``varchar(255)`` would cut an over-long value, which must fail at the column."""
+        return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(self.connection))
+
+
+# ---- the job table's storage parameters -----------------------------------------------------
+# Set by migration 0011 (Django's models cannot express storage parameters). Why these values:
+# docs/performance.md#sustained-load-and-a-long-transaction (benchmarks/sustained_load.py). Each
+# job leaves two dead row versions (claim, outcome) and a pruned one: at a few thousand jobs/s,
+# PostgreSQL's default thresholds (20% of the table) and vacuum's default throttling
+# (autovacuum_vacuum_cost_delay 2 ms) let dead rows pile up between and during vacuums. No
+# fillfactor: the claim and the outcome change ``status``, which the partial indexes' conditions
+# read, so neither update can be HOT whatever room the page has.
+
+def job_table_storage_parameters() -> str:
+    """Vacuum and analyze the job table after 1% of it changed (plus 1,000 rows), and
+    unthrottled. Its reverse is ``reset_job_table_storage_parameters``."""
+    return ("ALTER TABLE django_sqlqueue_job SET ("
+            "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, "
+            "autovacuum_vacuum_insert_scale_factor = 0.01, "
+            "autovacuum_vacuum_insert_threshold = 1000, "
+            "autovacuum_analyze_scale_factor = 0.02, autovacuum_analyze_threshold = 1000, "
+            "autovacuum_vacuum_cost_delay = 0)")
+
+
+def reset_job_table_storage_parameters() -> str:
+    """Back to PostgreSQL's defaults (the server's settings): the reverse of
+    ``job_table_storage_parameters``."""
+    return ("ALTER TABLE django_sqlqueue_job RESET ("
+            "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
+            "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
+            "autovacuum_analyze_scale_factor, autovacuum_analyze_threshold, "
+            "autovacuum_vacuum_cost_delay)")

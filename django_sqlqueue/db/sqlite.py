@@ -1,0 +1,68 @@
+"""SQLite 3.35+: one writer at a time, under its write lock (no ``SKIP LOCKED`` needed); times
+as text; ``UPDATE ... FROM (VALUES ...)``; new jobs through bulk_create."""
+
+import sqlite3
+
+from django.conf import settings
+
+from ..statuses import JobStatus
+from .base import DatabaseDriver
+
+
+class SQLiteDriver(DatabaseDriver):
+    name = "sqlite"
+    returns_values_before_affinity = True
+
+    def problem(self) -> str | None:
+        if sqlite3.sqlite_version_info >= (3, 35):
+            return None
+        return f"SQLite {sqlite3.sqlite_version} lacks UPDATE ... RETURNING (3.35+)"
+
+    def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
+        # SQLite computes 'now' once per statement step, after taking its write lock, to the
+        # millisecond. We write the end of that millisecond: never earlier than a time Python
+        # wrote to the microsecond just before (a job's enqueued_at and run_at), and text
+        # exactly as Django writes the same time ('YYYY-MM-DD HH:MM:SS.ffffff', the
+        # microseconds never zero), so that a value read back and compared for equality (a
+        # fence on the lease) matches.
+        shift = ", printf('%%+.6f seconds', %s)" if plus_seconds else ""
+        # Django stores UTC with USE_TZ, local time without it.
+        local = "" if settings.USE_TZ else ", 'localtime'"
+        return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{local}{shift}) || '999')"
+
+    def record_outcomes(self, model, rows) -> tuple[str, list]:
+        """``UPDATE ... FROM (VALUES ...)``, whose columns are column1, column2..."""
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, self.OUTCOME_FIELDS)
+        job = f"{table}."
+        if all(row[2] == JobStatus.SUCCEEDED.value for row in rows):
+            value = {"id": "v.column1", "token": "v.column2", "result": "v.column3",
+                     "finished_at": "v.column4"}
+            fields = [model._meta.get_field(name)
+                      for name in ("id", "claim_token", "result", "finished_at")]
+            params = self.values_params(fields, [
+                (pk, token, result, finished_at)
+                for pk, token, _, result, _, _, finished_at, *_ in rows])
+            values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+            return (f"UPDATE {table} SET {self.success_sets(col, job, value)}"  # noqa: S608
+                    f"FROM (VALUES {values}) AS v {self.fenced(col, job, value)}"), params
+        names = ("id", "token", "status", "result", "errors", "run_at", "finished_at",
+                 "give_back", "interrupted")
+        value = {name: f"v.column{number}" for number, name in enumerate(names, 1)}
+        fields = [model._meta.get_field(name) for name in (
+            "id", "claim_token", "status", "result", "errors", "run_at", "finished_at")]
+        params = self.values_params([*fields, None, None],
+                                    [(*row[:7], int(row[7]), int(row[8])) for row in rows])
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        return (f"UPDATE {table} SET {self.outcome_sets(col, job, value)}"  # noqa: S608
+                f"FROM (VALUES {values}) AS v {self.fenced(col, job, value)}"), params
+
+    def _rescue_parts(self, col: dict, message: str, *, db_clock: bool) -> tuple:
+        now = self.now_sql(in_filter=True) if db_clock else "%s"
+        entry = self.error_entry({
+            "attempt": f"job.{col['attempts']}", "at": "replace(clock.now, ' ', 'T') || '+00:00'",
+            "type": "%s", "message": f"substr({message}, 1, %s)", "traceback": "''",
+            "worker": f"COALESCE(job.{col['claimed_by']}, '')", "interrupted": "json('true')"})
+        errors = f"json_insert(COALESCE(job.{col['errors']}, '[]'), '$[#]', {entry})"
+        # SQLite's RETURNING takes no table alias.
+        return now, errors, "IS", f"{col['id']}, {col['status']}"

@@ -1,0 +1,311 @@
+"""Insert new jobs: one statement per batch, which on PostgreSQL also sends the NOTIFY.
+
+Why not ``save()`` or ``bulk_create()`` on PostgreSQL (each point measured):
+
+* The wake-up NOTIFY goes into the INSERT statement itself, instead of a statement of its own
+  after commit: one round trip less per transaction, and workers hear of the jobs at commit.
+  A process enqueueing fast leaves it out of most statements (notify.py says why).
+* Values are sent as plain text and numbers, which the driver quotes far faster than the typed
+  wrappers the ORM sends (``Jsonb``, ``Int2``...), and NULL columns are left out.
+* A batch sends the values that differ between its jobs (usually just the payload) as one JSON
+  document, an array with one array per job, which ``jsonb_array_elements`` splits into rows
+  (a third faster on the server than ``json_to_recordset`` with one object per job), and a
+  value that every job of the batch has (the task, queue, retry policy, times, state...) once,
+  as a parameter. PostgreSQL spends most of a bulk insert decoding values, and most values of a
+  batch are shared.
+* The batches of one call go in psycopg's pipeline mode: PostgreSQL inserts one while Python
+  builds the next, instead of each side waiting for the other.
+
+MariaDB gets the same statement without NOTIFY, its document read by ``JSON_TABLE``
+(db/mariadb_statements.py). SQLite, and jobs this statement cannot say (a column left to its
+database default, as in a ``Job(...)`` built by hand), go through ``bulk_create``.
+"""
+
+import datetime as dt
+import functools
+import json
+import operator
+from contextlib import nullcontext
+from typing import NamedTuple
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models.expressions import DatabaseDefault
+
+from .. import signals
+from ..db import ops
+from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
+from ..observability import metrics, tracing
+from . import notify
+
+_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
+def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
+    """Insert unsaved jobs from ``Job.objects.prepare`` on ``alias`` and set their pks.
+
+    Runs in the caller's transaction, if any; the batches of one call are all or nothing.
+    """
+    if not jobs:
+        return
+    with tracing.enqueue_span(jobs) as span:
+        _insert(jobs, alias, batch_size)
+        tracing.enqueued(span, jobs)
+    sender = type(jobs[0])
+    if signals.has_receivers(signals.job_enqueued, sender):
+        for job in jobs:
+            if signals.is_job_function(job):
+                signals.send(signals.job_enqueued, sender, job=job)
+
+
+def insert_job(job, alias: str):
+    """Insert one job from ``prepare()`` on ``alias``; with a unique key that an unfinished job
+    already holds, insert nothing and return that job instead (``Job.objects.enqueue``)."""
+    if job.unique_key is None:
+        insert_jobs([job], alias)
+        return job
+    for _ in range(3):
+        try:
+            # A savepoint, so that a duplicate key does not break the caller's transaction.
+            with transaction.atomic(using=alias):
+                insert_jobs([job], alias)
+            return job
+        except IntegrityError:
+            existing = (
+                type(job).objects.using(alias)
+                .unfinished()
+                .filter(unique_key=job.unique_key)
+                .first()
+            )
+            if existing is not None:
+                return existing
+            job.pk = None  # the holder finished in between: try the insert again
+    raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
+
+
+def _insert(jobs: list, alias: str, batch_size: int) -> None:
+    connection = connections[alias]
+    driver = ops(connection)
+    if not driver.inserts_from_document:
+        _bulk_create(jobs, alias, batch_size)
+    else:
+        channel = None
+        if driver.supports_notify:
+            queues = {job.queue for job in jobs}
+            channel = notify.CHANNEL if notify.should_notify(connection, queues) else None
+        batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
+        all_or_nothing = (
+            transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
+        )
+        with all_or_nothing:
+            # In pipeline mode each batch's statement is sent without waiting for the one
+            # before, so PostgreSQL inserts a batch while Python builds the next.
+            with connection.wrap_database_errors, driver.pipeline(len(batches)):
+                sent = []
+                for batch in batches:
+                    statement = insert_statement(connection, batch, notify_channel=channel)
+                    if statement is None:
+                        _bulk_create(batch, alias, batch_size)
+                        continue
+                    sql_text, params = statement
+                    cursor = connection.cursor()
+                    cursor.execute(sql_text, params)
+                    sent.append((cursor, batch))
+                inserted = []
+                for cursor, batch in sent:
+                    with cursor:
+                        inserted.append((batch, cursor.fetchall()))
+        for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
+            _set_pks(batch, rows, alias)
+    notify.wake_in_process_after_commit(alias)
+    if metrics.recording():
+        # Counted at commit: a rolled-back enqueue never happened.
+        transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
+
+
+def _set_pks(jobs, rows, alias):
+    """Give inserted ``jobs`` the ids of ``rows`` (``(id, ...)`` in insert order), saved on
+    ``alias``. Set as a plain attribute: the ``pk`` property looks the field up every time."""
+    model = type(jobs[0])
+    pk_name = model._meta.pk.attname if not model._meta.parents else "pk"
+    for job, (pk, *_) in zip(jobs, rows, strict=True):
+        setattr(job, pk_name, pk)
+        state = job._state
+        state.adding = False
+        state.db = alias
+
+
+def _bulk_create(jobs, alias, batch_size):
+    type(jobs[0])._default_manager.db_manager(alias).bulk_create(jobs, batch_size=batch_size)
+
+
+def insert_statement(connection, jobs: list, *, notify_channel=None):
+    """The INSERT of ``jobs`` (unsaved, of one model) on PostgreSQL or MariaDB, returning their
+    ids in order, as ``(sql, params)``; None if it cannot say them (a column left to its database
+    default, or values that differ between jobs in a type the document cannot carry):
+    bulk_create can.
+
+    One job is ``INSERT ... VALUES``; several are ``INSERT ... SELECT`` from the JSON document,
+    whose rows keep its order (the database returns the ids in that order, as Django's
+    bulk_create relies on). With ``notify_channel`` (PostgreSQL) the statement also calls
+    ``pg_notify(channel, queue)`` per row; PostgreSQL delivers each distinct queue once, at
+    commit.
+    """
+    model = type(jobs[0])
+    split = _one_job(connection, jobs[0]) if len(jobs) == 1 else _many_jobs(connection, jobs)
+    if split is None:
+        return None
+    layout, params = split
+    if notify_channel is not None:
+        params.append(notify_channel)
+    sql = _statement_text(
+        model, connection.alias, layout, notify=notify_channel is not None, many=len(jobs) > 1
+    )
+    return sql, params
+
+
+def _one_job(connection, job):
+    """``(layout, params)`` of one job: every column SHARED, but NULL ones left out."""
+    layout, params = [], []
+    plain = ops(connection).sends_plain_values
+    for column in _columns(type(job)):
+        value = getattr(job, column.field.attname)
+        if value is None and column.null_by_default:
+            continue  # leaving the column out writes the same NULL
+        if isinstance(value, DatabaseDefault):
+            return None
+        layout.append((column.name, SHARED))
+        params.append(None if value is None else column.as_param(value, connection, plain))
+    return tuple(layout), params
+
+
+def _many_jobs(connection, jobs):
+    """``(layout, params)`` of several jobs: a column with the same value in every job is
+    SHARED (or left out, if NULL), the others are PER_JOB, in the JSON document, the last
+    parameter."""
+    layout, params = [], []
+    driver = ops(connection)
+    plain = driver.sends_plain_values
+    values_by_column = zip(*map(_attrgetter(type(jobs[0])), jobs), strict=True)
+    per_job = {}  # column name -> its values
+    plain_texts = {}  # id(value) -> its plain form: a job's run_at is usually its enqueued_at
+    for column, values in zip(_columns(type(jobs[0])), values_by_column, strict=True):
+        first = values[0]
+        types = set(map(type, values))
+        if DatabaseDefault in types:
+            return None
+        if len(types) == 1 and _all_identical(values):
+            if first is not None or not column.null_by_default:
+                layout.append((column.name, SHARED))
+                params.append(None if first is None else column.as_param(first, connection,
+                                                                         plain))
+            continue
+        to_plain = driver.document_value(column)
+        if to_plain is _NOT_PLAIN:
+            return None
+        layout.append((column.name, PER_JOB))
+        if to_plain is None:  # already plain, or JSON that the document embeds as is
+            per_job[column.name] = values
+        else:
+            per_job[column.name] = [
+                None if value is None
+                else plain_texts.get(id(value)) or plain_texts.setdefault(
+                    id(value), to_plain(value)
+                )
+                for value in values
+            ]
+    # One JSON array per job, its per-job values in layout order (tuples encode as arrays);
+    # empty arrays if every value is shared: the document's length is the number of rows.
+    rows = list(zip(*per_job.values(), strict=True)) if per_job else [()] * len(jobs)
+    params.append(_JSON.encode(rows))
+    return tuple(layout), params
+
+
+SHARED, PER_JOB = "shared", "per job"  # where a column's values are: a parameter, the document
+
+
+@functools.lru_cache(maxsize=256)
+def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: bool) -> str:
+    """The SQL of insert_statement (``insert_jobs``), built once per shape; ``layout`` is
+    ``(column, SHARED or PER_JOB)`` per column."""
+    connection = connections[alias]
+    columns_by_name = {c.name: c for c in _columns(model)}
+    type_of = ops(connection).document_type
+    described = tuple(
+        (name, source == SHARED, columns_by_name[name].is_json,
+         type_of(columns_by_name[name].field))
+        for name, source in layout
+    )
+    return ops(connection).insert_jobs(model, described, notify=notify, many=many)
+
+
+def _all_identical(values: tuple) -> bool:
+    """Whether every value (all of one type) is the first, as stored: inside JSON too, where
+    1, 1.0 and True differ though Python finds them equal."""
+    first = values[0]
+    return values.count(first) == len(values) and (
+        not isinstance(first, (dict, list))
+        or not first  # equal to an empty container: empty too
+        or all(value is first or _same_json(value, first) for value in values)
+    )
+
+
+def _same_json(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same_json, a, b))
+    return a == b
+
+
+#: How a value of each field type is made plain (text, a number, a bool; None: it already is).
+#: PostgreSQL reads them back exactly: ISO 8601 keeps the offset and the microseconds, a
+#: float's repr() all its digits. JSON values are sent as JSON. Other field types go through
+#: their field's get_db_prep_save, and are never put in the document.
+_PLAIN = {
+    **dict.fromkeys(
+        ["CharField", "TextField", "BooleanField", "FloatField", "IntegerField",
+         "SmallIntegerField", "BigIntegerField", "PositiveIntegerField",
+         "PositiveSmallIntegerField", "PositiveBigIntegerField", "JSONField"],
+    ),
+    "DateTimeField": dt.datetime.isoformat,
+    "UUIDField": str,
+}
+
+
+class _Column(NamedTuple):
+    field: object
+    name: str
+    to_plain: object  # from _PLAIN, or _NOT_PLAIN
+    is_json: bool
+    null_by_default: bool  # no database default: an INSERT that leaves it out writes NULL
+
+    def as_param(self, value, connection, plain: bool):
+        """``value`` as a statement parameter (JSON as its text); ``plain``: the driver's
+        ``sends_plain_values``."""
+        if self.is_json:
+            return _JSON.encode(value)
+        if self.to_plain is _NOT_PLAIN or not plain:
+            return self.field.get_db_prep_save(value, connection)
+        return value if self.to_plain is None else self.to_plain(value)
+
+
+@functools.cache
+def _columns(model) -> tuple:
+    """The columns an insert may write: all but the primary key."""
+    columns = []
+    for field in model._meta.concrete_fields:
+        if field is model._meta.pk:
+            continue
+        kind = field.get_internal_type()
+        columns.append(_Column(
+            field, field.column, _PLAIN.get(kind, _NOT_PLAIN), kind == "JSONField",
+            not field.has_db_default(),
+        ))
+    return tuple(columns)
+
+
+@functools.cache
+def _attrgetter(model):
+    return operator.attrgetter(*(column.field.attname for column in _columns(model)))
