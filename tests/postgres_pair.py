@@ -98,13 +98,20 @@ class Pair:
         return int((cluster.datadir / "postmaster.pid").read_text().split()[0])
 
     def crash(self):
-        """SIGKILL the primary's postmaster and all its children at once (pg_ctl starts the
-        postmaster in a session of its own, so they share its process group)."""
+        """SIGKILL the primary's postmaster and all its children at once. Each child leads a
+        session of its own (PostgreSQL calls setsid() in every child), so killing the
+        postmaster's process group ends the postmaster alone; the children are found by their
+        parent. A child forked after the listing notices its postmaster gone and exits by
+        itself; a stopped one (``stall_replication``) never would, and is listed."""
         pid = self.postmaster_pid(self.primary)
-        assert os.getpgid(pid) == pid, "the postmaster does not lead its process group"
-        os.killpg(pid, signal.SIGKILL)
+        pids = [pid, *_children(pid)]
+        for each in pids:
+            try:
+                os.kill(each, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it ended by itself meanwhile
         deadline = time.monotonic() + 10
-        while _group_alive(pid) and time.monotonic() < deadline:
+        while any(_alive(each) for each in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def promote(self):
@@ -139,13 +146,20 @@ class Pair:
             cluster.destroy()
 
 
-def _group_alive(pgid) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+def _stat(pid) -> list | None:
+    """The fields of /proc/<pid>/stat after the command's name (state first, then the parent's
+    pid); None once the process is gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _children(parent) -> list:
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and (fields := _stat(entry.name)) and int(fields[1]) == parent]
+
+
+def _alive(pid) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
