@@ -3,6 +3,9 @@
     git worktree add --detach /tmp/before <commit>
     benchmarks/.venvs/sqlqueue/bin/python -m benchmarks.ab_drain /tmp/before --rounds 3
 
+With ``--enqueue``, each round also times the single enqueue (the "enqueue" scenario: jobs
+enqueued one per transaction, 2,000 unless ``--enqueue-jobs``) of both checkouts, alternating.
+
 Each checkout runs its own benchmark driver (its benchmarks/) and the drain scenario of
 benchmarks/README.md (W = 2 worker processes, 20,000 no-op jobs) against one throwaway
 PostgreSQL server, each round in a fresh database, ``before`` and ``after`` alternating so that
@@ -26,11 +29,12 @@ from benchmarks.run import SIZES, venv_python
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def drain_once(cluster, checkout: Path, label: str, n: int, scenario: str = "drain") -> dict:
+def drain_once(cluster, checkout: Path, label: str, n: int, scenario: str = "drain",
+               sizes: dict | None = None) -> dict:
     dsn = cluster.create_database(f"ab_{label}")
     logdir = Path(tempfile.mkdtemp(prefix=f"ab-{label}-"))
-    config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}}, "scenarios": [scenario],
-              "logdir": str(logdir)}
+    config = {"dsn": dsn, "sizes": {**SIZES, "drain": {"default": n}, **(sizes or {})},
+              "scenarios": [scenario], "logdir": str(logdir)}
     # Each checkout runs its own driver and code: the working directory comes first on
     # sys.path, before the virtualenv's editable install of this checkout.
     done = subprocess.run(
@@ -51,6 +55,9 @@ def main():
     parser.add_argument("--keyed", action="store_true",
                         help="also drain this checkout with a per-key limit in force (the "
                              "drain_keyed scenario: 100 concurrency keys, 2 running per key)")
+    parser.add_argument("--enqueue", action="store_true",
+                        help="also time the single enqueue of both checkouts, alternating")
+    parser.add_argument("--enqueue-jobs", type=int, default=2_000)
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": ROOT}
     rates = {label: [] for label in checkouts}
@@ -63,6 +70,13 @@ def main():
                 print(f"round {round_number} {label:6} once started "
                       f"{drain['steady_jobs_per_s']:>8,.0f} jobs/s, incl. start-up "
                       f"{drain['jobs_per_s']:>8,.0f} jobs/s", flush=True)
+            for label, checkout in checkouts.items() if args.enqueue else ():
+                enqueue = drain_once(cluster, checkout, f"{label}_enqueue", args.jobs, "enqueue",
+                                     {"single_enqueue": args.enqueue_jobs})
+                rates.setdefault(f"{label} enqueue", []).append(enqueue["jobs_per_s"])
+                print(f"round {round_number} {label:6} single enqueue "
+                      f"{enqueue['jobs_per_s']:>8,.0f} jobs/s, p50 {enqueue['p50_ms']:.3f} ms",
+                      flush=True)
             if args.keyed:
                 drain = drain_once(cluster, ROOT, "keyed", args.jobs, "drain_keyed")
                 rates.setdefault("keyed", []).append(drain["steady_jobs_per_s"])
@@ -75,6 +89,10 @@ def main():
     before, after = (statistics.median(rates[label]) for label in checkouts)
     print(f"median once started: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
           f"({after / before:.2f}x)")
+    if args.enqueue:
+        before, after = (statistics.median(rates[f"{label} enqueue"]) for label in checkouts)
+        print(f"median single enqueue: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
+              f"({after / before:.2f}x)")
     if args.keyed:
         print(f"median once started with a per-key limit in force: "
               f"{statistics.median(rates['keyed']):,.0f} jobs/s")

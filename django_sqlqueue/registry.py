@@ -67,7 +67,7 @@ class Task:
 
 @functools.cache
 def _job_model():
-    """The Job model, from the app registry (models.py sits above this module: importing it
+    """The Job model, from the app registry (models/ sits above this module: importing it
     here would make a cycle), looked up once: a lookup costs a few microseconds a call."""
     return apps.get_model("django_sqlqueue", "Job")
 

@@ -1,6 +1,6 @@
 """The claim of paused and limited queues (docs/limits.md), and what holds a queue's jobs back.
 
-A Queue row (models.py) may pause its queue, or limit its running jobs and its starts per
+A Queue row (models/queue.py) may pause its queue, or limit its running jobs and its starts per
 period, for the whole queue and for each ``concurrency_key`` of its jobs. The claim enforces
 every limit itself, atomically, so that no race between workers or hosts can exceed one:
 
@@ -186,7 +186,8 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
         if left > 0:
             wanted[key] = left
     db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
-    statement, params = ops(connection).ready_ids_by_key(model, row.name, wanted, db_clock)
+    statement, params = ops(connection).ready_ids_by_key(
+        model, queue=row.name, wanted=wanted, now=db_clock)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         candidates = cursor.fetchall()

@@ -242,7 +242,7 @@ class DatabaseDriver(WriteStatements):
             f"SELECT value FROM found WHERE value IS NOT NULL LIMIT %s"
         )
 
-    def ready_ids_by_key(self, model, queue: str, wanted: dict, now) -> tuple[str, list]:
+    def ready_ids_by_key(self, model, *, queue: str, wanted: dict, now) -> tuple[str, list]:
         """SELECT (id, concurrency key, priority, run_at) of the first ready rows of one queue's
         keys, each key's in claim order, at most ``wanted[key]`` of each (the key "" is the jobs
         without a key); returns (sql, params). The caller merges them in claim order.
@@ -350,6 +350,15 @@ class DatabaseDriver(WriteStatements):
         """How a per-job value of ``column`` (``enqueue/inserting._Column``) goes into the
         insert's document: a function of the value, None if it goes as it is, or NOT_PLAIN."""
         return column.to_plain
+
+    # ---- outages ---------------------------------------------------------------------------
+
+    @staticmethod
+    def says_connection_lost(error: BaseException) -> bool | None:
+        """Whether ``error``, an exception of this database's client library, says the
+        connection is gone (the server went away, restarted, refused us); None where it is not
+        this client's, or its error carries no code that tells (``db/outages.py``)."""
+        return None
 
     # ---- row estimates ----------------------------------------------------------------------
 

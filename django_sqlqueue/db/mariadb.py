@@ -25,6 +25,11 @@ DOCUMENT_TYPES = {
 #: ``CURRENT_TIMESTAMP`` column defaults follow (the system check).
 SESSION_UTC_OFFSET = "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
 
+#: The client's and server's error codes of a server gone: can't connect (2002, 2003), server
+#: has gone away (2006), lost connection (2013), server shutdown in progress (1053), connection
+#: killed (1927).
+SERVER_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
+
 
 class MariaDBDriver(DatabaseDriver):
     name = "mysql"
@@ -32,6 +37,13 @@ class MariaDBDriver(DatabaseDriver):
 
     def problem(self) -> str | None:
         return server_problem(self.connection)
+
+    @staticmethod
+    def says_connection_lost(error: BaseException) -> bool | None:
+        if not type(error).__module__.startswith("MySQLdb"):
+            return None
+        code = error.args[0] if error.args else None
+        return code in SERVER_GONE if isinstance(code, int) else None
 
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         return statements.now_sql(plus_seconds)
@@ -59,15 +71,15 @@ class MariaDBDriver(DatabaseDriver):
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def record_outcomes(self, model, rows):
+    def record_outcomes(self, model, *, outcomes: list):
         """Times as the column stores them (naive UTC text with USE_TZ). In id order: the lock
         step reads the document's rows in order and locks each job as it goes, and locks taken
         in another order than a concurrent UPDATE's (a heartbeat's, by id) deadlock."""
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, self.OUTCOME_FIELDS)
         to_db = self.connection.ops.adapt_datetimefield_value
-        document = json.dumps([outcome_row(*row, time_text=to_db)
-                               for row in sorted(rows, key=lambda row: row[0])])
+        document = json.dumps([outcome_row(row, time_text=to_db)
+                               for row in sorted(outcomes, key=lambda row: row.id)])
         return statements.record_outcomes(table, col), [document]
 
     def _elect_leader(self, model, worker_model):

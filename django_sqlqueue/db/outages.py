@@ -19,12 +19,9 @@ failures: the server answered them with a code of its own, and the connection st
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from . import DRIVERS
+
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
-#: PostgreSQL: admin_shutdown, crash_shutdown, cannot_connect_now (class 08 is checked apart).
-POSTGRESQL_GONE = frozenset({"57P01", "57P02", "57P03"})
-#: MariaDB: can't connect (2002, 2003), server has gone away (2006), lost connection (2013),
-#: server shutdown in progress (1053), connection killed (1927).
-MARIADB_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
 
 
 def database_went_away(error: BaseException, alias: str) -> bool:
@@ -33,9 +30,11 @@ def database_went_away(error: BaseException, alias: str) -> bool:
     if not any(isinstance(exc, CONNECTION_ERRORS) for exc in chain):
         return False
     for exc in chain:
-        verdict = _driver_says_gone(exc)
-        if verdict is not None:
-            return verdict
+        # Any database's driver: the job may have used another database than the jobs'.
+        for driver in DRIVERS.values():
+            verdict = driver.says_connection_lost(exc)
+            if verdict is not None:
+                return verdict
     return not _connection_works(alias)
 
 
@@ -83,14 +82,3 @@ def _causes(error: BaseException, depth: int = 8):
         yield error
         error = error.__cause__ or error.__context__
 
-
-def _driver_says_gone(exc: BaseException) -> bool | None:
-    """True or False where the driver's error tells whether the connection is gone, else None."""
-    module = type(exc).__module__
-    if module.startswith("psycopg"):
-        sqlstate = getattr(exc, "sqlstate", None)
-        # No SQLSTATE: the client's own error (connection lost, closed, refused).
-        return sqlstate is None or sqlstate.startswith("08") or sqlstate in POSTGRESQL_GONE
-    if module.startswith("MySQLdb") and exc.args and isinstance(exc.args[0], int):
-        return exc.args[0] in MARIADB_GONE
-    return None

@@ -1,6 +1,7 @@
 """The pieces of SQL text the statements of every database share, written once."""
 
 import datetime as dt
+from typing import NamedTuple
 
 from ..statuses import READY_STATUSES, JobStatus
 
@@ -38,21 +39,39 @@ def runs_again(prefix: str, col: dict) -> str:
 
 
 
-def outcome_row(pk, token, status, result, errors, run_at, finished_at, give_back, interrupted,
-                *, time_text=dt.datetime.isoformat) -> dict:
+class OutcomeRow(NamedTuple):  # a tuple: one is made per finished job, on the hot path
+    """One outcome ``record_outcomes`` writes: which claim (the running job's id and claim
+    token) and what to write, as Python values (``run/outcomes.Transition``'s)."""
+
+    id: int
+    token: object  # the claim token (a UUID) the write is fenced on
+    status: str
+    result: object = None  # JSON; None is stored as SQL NULL, as the ORM stores it
+    errors: list | None = None  # None: leave the column as it is
+    run_at: dt.datetime | None = None  # None: leave the column as it is
+    finished_at: dt.datetime | None = None
+    give_back: bool = False  # max_attempts goes up by one: the attempt is not counted
+    interrupted: bool = False  # interruptions goes up by one
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == JobStatus.SUCCEEDED.value
+
+
+def outcome_row(row: OutcomeRow, *, time_text=dt.datetime.isoformat) -> dict:
     """One row of record_outcomes' JSON document; keys left out are NULL (most outcomes are
     successes, which set few columns). ``time_text``: a time as the document writes it."""
-    row = {"id": pk, "token": str(token), "status": status}
-    if result is not None:
-        row["result"] = result
-    if errors is not None:
-        row["errors"] = errors
-    if run_at is not None:
-        row["run_at"] = time_text(run_at)
-    if finished_at is not None:
-        row["finished_at"] = time_text(finished_at)
-    if give_back:
-        row["give_back"] = 1
-    if interrupted:
-        row["interrupted"] = 1
-    return row
+    document = {"id": row.id, "token": str(row.token), "status": row.status}
+    if row.result is not None:
+        document["result"] = row.result
+    if row.errors is not None:
+        document["errors"] = row.errors
+    if row.run_at is not None:
+        document["run_at"] = time_text(row.run_at)
+    if row.finished_at is not None:
+        document["finished_at"] = time_text(row.finished_at)
+    if row.give_back:
+        document["give_back"] = 1
+    if row.interrupted:
+        document["interrupted"] = 1
+    return document

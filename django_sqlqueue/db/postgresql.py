@@ -5,7 +5,6 @@ job table's storage parameters (migration 0011)."""
 import json
 import re
 
-from ..statuses import JobStatus
 from .base import DatabaseDriver
 from .pieces import NOW, NOW_PLUS, PARAM, outcome_row
 
@@ -15,6 +14,10 @@ TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)
 
 #: Whether an index is invalid: left behind by a ``CREATE INDEX CONCURRENTLY`` that did not
 #: finish (no row when there is no such index). Parameter: the quoted index name.
+#: SQLSTATEs of a server going away besides class 08 (connection exception): admin_shutdown,
+#: crash_shutdown, cannot_connect_now.
+SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
+
 INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
 
 #: On a standby (no row on a primary): when the last transaction it replayed committed on the
@@ -58,6 +61,14 @@ class PostgreSQLDriver(DatabaseDriver):
     def problem(self) -> str | None:
         return None
 
+    @staticmethod
+    def says_connection_lost(error: BaseException) -> bool | None:
+        if not type(error).__module__.startswith("psycopg"):
+            return None
+        sqlstate = getattr(error, "sqlstate", None)
+        # No SQLSTATE: the client's own error (connection lost, closed, refused).
+        return sqlstate is None or sqlstate.startswith("08") or sqlstate in SERVER_GONE
+
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         # clock_timestamp(), not now(): now() is the start of the transaction. As a scalar
         # subquery, read once per statement, when first needed (after the rows were locked), so
@@ -68,7 +79,7 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- the claim --------------------------------------------------------------------------
 
-    def ready_ids_by_key(self, model, queue: str, wanted: dict, now) -> tuple[str, list]:
+    def ready_ids_by_key(self, model, *, queue: str, wanted: dict, now) -> tuple[str, list]:
         """One LATERAL join over the arrays of keys and counts: the text is the same for any
         number of keys (planning a UNION ALL of 100 parts cost more than running it)."""
         rows, _ = self._ready_key_rows(model)
@@ -96,18 +107,18 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def record_outcomes(self, model, rows) -> tuple[str, list]:
+    def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """The rows travel as one JSON document that ``json_to_recordset`` turns into typed
         columns: one parameter whatever the batch size, built by ``json.dumps`` in C."""
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, self.OUTCOME_FIELDS)
         value = {name: f"v.{name}" for name in ("id", "token", "status", "result", "errors",
                                                  "run_at", "finished_at")}
-        if all(row[2] == JobStatus.SUCCEEDED.value for row in rows):
+        if all(row.succeeded for row in outcomes):
             document = json.dumps([
-                {"id": pk, "token": str(token), "result": result,
-                 "finished_at": finished_at.isoformat()}
-                for pk, token, _, result, _, _, finished_at, *_ in rows
+                {"id": row.id, "token": str(row.token), "result": row.result,
+                 "finished_at": row.finished_at.isoformat()}
+                for row in outcomes
             ])
             return (
                 f"UPDATE {table} AS job SET {self.success_sets(col, 'job.', value)}"  # noqa: S608
@@ -117,7 +128,7 @@ class PostgreSQLDriver(DatabaseDriver):
             ), [document]
         value.update(give_back="COALESCE(v.give_back, 0)",
                      interrupted="COALESCE(v.interrupted, 0)")
-        document = json.dumps([outcome_row(*row) for row in rows])
+        document = json.dumps([outcome_row(row) for row in outcomes])
         return (
             f"UPDATE {table} AS job SET {self.outcome_sets(col, 'job.', value)}"  # noqa: S608
             "FROM json_to_recordset(%s::json) AS v (id bigint, token uuid, status text, "
@@ -196,19 +207,19 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- reads for the dashboard, the admin and manage.py stats -----------------------------
 
-    def sampled_status_counts(self, model) -> str:
-        """``(queue, status, due, rows, oldest run_at)`` of a sample of about a given percent of
-        the job table's pages (``TABLESAMPLE SYSTEM``, which reads only those pages), for
-        estimates of counts too dear to make exactly; ``due`` is ``run_at <= now``. Parameters:
-        now, the percent, and the statuses to count (a list). Pages are sampled whole, so rare
-        values may be missed and the estimate is rough."""
+    def sampled_status_counts(self, model, *, now, percent: float, statuses) -> tuple:
+        """``(queue, status, due, rows, oldest run_at)`` of the jobs in ``statuses`` in a sample
+        of about ``percent`` percent of the job table's pages (``TABLESAMPLE SYSTEM``, which
+        reads only those pages), for estimates of counts too dear to make exactly; ``due`` is
+        ``run_at <= now``; (sql, params). Pages are sampled whole, so rare values may be missed
+        and the estimate is rough."""
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, ("queue", "status", "run_at"))
         queue, status, run_at = col["queue"], col["status"], col["run_at"]
         return (
             f"SELECT {queue}, {status}, {run_at} <= %s, COUNT(*), MIN({run_at}) "  # noqa: S608
             f"FROM {table} TABLESAMPLE SYSTEM (%s) WHERE {status} = ANY(%s) GROUP BY 1, 2, 3"
-        )
+        ), [now, percent, [str(status) for status in statuses]]
 
     def table_row_estimate(self, model) -> float:
         with self.connection.cursor() as cursor:

@@ -5,7 +5,6 @@ import sqlite3
 
 from django.conf import settings
 
-from ..statuses import JobStatus
 from .base import DatabaseDriver
 
 
@@ -30,20 +29,19 @@ class SQLiteDriver(DatabaseDriver):
         local = "" if settings.USE_TZ else ", 'localtime'"
         return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{local}{shift}) || '999')"
 
-    def record_outcomes(self, model, rows) -> tuple[str, list]:
+    def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """``UPDATE ... FROM (VALUES ...)``, whose columns are column1, column2..."""
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, self.OUTCOME_FIELDS)
         job = f"{table}."
-        if all(row[2] == JobStatus.SUCCEEDED.value for row in rows):
+        if all(row.succeeded for row in outcomes):
             value = {"id": "v.column1", "token": "v.column2", "result": "v.column3",
                      "finished_at": "v.column4"}
             fields = [model._meta.get_field(name)
                       for name in ("id", "claim_token", "result", "finished_at")]
             params = self.values_params(fields, [
-                (pk, token, result, finished_at)
-                for pk, token, _, result, _, _, finished_at, *_ in rows])
-            values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+                (row.id, row.token, row.result, row.finished_at) for row in outcomes])
+            values = ", ".join(["(%s, %s, %s, %s)"] * len(outcomes))
             return (f"UPDATE {table} SET {self.success_sets(col, job, value)}"  # noqa: S608
                     f"FROM (VALUES {values}) AS v {self.fenced(col, job, value)}"), params
         names = ("id", "token", "status", "result", "errors", "run_at", "finished_at",
@@ -51,9 +49,10 @@ class SQLiteDriver(DatabaseDriver):
         value = {name: f"v.column{number}" for number, name in enumerate(names, 1)}
         fields = [model._meta.get_field(name) for name in (
             "id", "claim_token", "status", "result", "errors", "run_at", "finished_at")]
-        params = self.values_params([*fields, None, None],
-                                    [(*row[:7], int(row[7]), int(row[8])) for row in rows])
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        params = self.values_params([*fields, None, None], [
+            (row.id, row.token, row.status, row.result, row.errors, row.run_at, row.finished_at,
+             int(row.give_back), int(row.interrupted)) for row in outcomes])
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(outcomes))
         return (f"UPDATE {table} SET {self.outcome_sets(col, job, value)}"  # noqa: S608
                 f"FROM (VALUES {values}) AS v {self.fenced(col, job, value)}"), params
 

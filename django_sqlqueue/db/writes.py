@@ -17,13 +17,12 @@ class WriteStatements:
     OUTCOME_FIELDS = ("id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
                       "lease_expires_at", "max_attempts", "cancel_requested_at", "interruptions")
 
-    def record_outcomes(self, model, rows) -> tuple[str, list]:
+    def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """Write the outcomes of many running jobs in one statement, each fenced; (sql, params).
 
-        ``rows`` are ``(id, claim_token, status, result, errors, run_at, finished_at, give_back,
-        interrupted)`` as Python values (outcomes.Transition): ``errors`` and ``run_at`` None
-        leave the column as it is; ``give_back`` raises max_attempts by one, ``interrupted``
-        interruptions. Each row is written only while the job is still running under that claim
+        ``outcomes`` are ``pieces.OutcomeRow``: ``errors`` and ``run_at`` None leave the column
+        as it is; ``give_back`` raises max_attempts by one, ``interrupted`` interruptions. Each
+        one is written only while the job is still running under that claim
         token, and RETURNING lists the ids written, so the caller knows which claims were still
         valid, with the status written. A job whose cancel was asked for is written
         ``cancelled`` whatever the outcome (``cancel_wins``), finished now if the outcome had no
@@ -76,8 +75,8 @@ class WriteStatements:
         ]
 
     # ---- maintenance: the leader's term, the rescue, batch deletes --------------------------
-    # Used by worker/maintenance/ and the queryset methods behind it (queries.py: rescue,
-    # delete_in_batches). Each statement is one short transaction's work.
+    # Used by worker/maintenance/ and the queryset methods behind it (models/job_queryset.py:
+    # rescue, delete_in_batches). Each statement is one short transaction's work.
 
     def elect_leader(self, model, worker_model, *, name: str, holder: str,
                      term_seconds: float) -> tuple:
@@ -154,7 +153,9 @@ class WriteStatements:
         would append (``error_entry``, with ``"traceback": ""`` and ``"interrupted": true``).
         Fenced on the claim token and the lease as read, so a heartbeat that renewed the lease
         meanwhile wins (on PostgreSQL the picked rows are locked, on SQLite the statement runs
-        under the write lock).
+        under the write lock). MariaDB's fence is its lock step alone: ``picked_sql`` is read
+        with the rows locked, so the values read stay the row's until the UPDATE; it does not
+        compare values that ``picked_sql`` read some other way.
         """
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, self.RESCUE_FIELDS)

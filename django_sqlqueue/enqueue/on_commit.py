@@ -18,7 +18,7 @@ def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
     Returns the unsaved job at once; its ``pk`` is set once it has been inserted. Outside a
     transaction the job is inserted immediately.
     """
-    jobs = apps.get_model("django_sqlqueue", "Job").objects  # models.py sits above this module
+    jobs = apps.get_model("django_sqlqueue", "Job").objects  # models/ sits above this module
     job = jobs.prepare(task, args, kwargs, **options)
     transaction.on_commit(lambda: jobs.enqueue_prepared(job), using=using)
     return job

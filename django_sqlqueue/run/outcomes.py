@@ -19,6 +19,7 @@ from django.utils import timezone
 from .. import signals
 from ..conf import get_settings
 from ..db import ops, returning
+from ..db.pieces import OutcomeRow
 from ..enqueue import validation
 from ..exceptions import InvalidSchedule
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
@@ -120,9 +121,9 @@ def write(changes: list, alias: str) -> set:
         return set()
     connection = connections[alias]
     model = type(changes[0][0])
-    statement, params = ops(connection).record_outcomes(model, [
-        (job.pk, job.claim_token, change.status.value, change.result, change.errors,
-         change.run_at, change.finished_at, change.give_back, change.interrupted)
+    statement, params = ops(connection).record_outcomes(model, outcomes=[
+        OutcomeRow(job.pk, job.claim_token, change.status.value, change.result, change.errors,
+                   change.run_at, change.finished_at, change.give_back, change.interrupted)
         for job, change in changes
     ])
     written = dict(returning.fetch(connection, statement, params))  # id -> the status written

@@ -18,9 +18,12 @@ import logging
 import time
 from dataclasses import dataclass
 
+from django.db import connections
+
 from ..models import Job
 from ..run.cancellation import cancelled_error, request_stop
 from ..run.runner import Outcome, OutcomeKind
+from .resilience import TRANSIENT, call_with_retry
 
 logger = logging.getLogger(__name__)
 
@@ -87,3 +90,28 @@ class CancelWatcher:
                 self.on_stopped(entry.job)
             stopped += 1
         return stopped
+
+    def watch(self, *, until, due, interval: float) -> None:
+        """The process's cancel thread: ``run_once`` every ``interval`` seconds, at once when
+        ``due`` is set (a NOTIFY), and at each grace deadline, until ``until`` is set (every
+        held job is done). No query while no job is held and no deadline waits."""
+        while not until.is_set():
+            wait = interval
+            deadline = self.next_deadline()
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - self.clock()))
+            due.wait(wait)
+            due.clear()
+            if until.is_set():
+                return
+            if self.pool.is_idle() and self.next_deadline() is None:
+                continue
+            try:
+                call_with_retry(self.run_once, alias=self.alias,
+                                what="looking for cancelled jobs", stop=until.is_set)
+            except TRANSIENT:
+                pass
+            except Exception:
+                logger.exception("looking for cancelled jobs failed; trying again")
+            finally:
+                connections[self.alias].close_if_unusable_or_obsolete()

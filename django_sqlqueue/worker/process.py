@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from django.db import connections, router
+from django.db import router
 from django.utils import timezone
 
 from ..claim.bounded import ClaimBound
@@ -22,12 +22,10 @@ from ..db import outages
 from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..observability import metrics
-from ..run import outcomes
-from . import identity
+from . import identity, shutdown
 from .cancels import CancelWatcher
 from .config import WorkerConfig
 from .heartbeat import Heartbeat
-from .log_format import fields
 from .maintenance.service import Maintenance
 from .outcome_writer import OutcomeWriter
 from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
@@ -121,8 +119,9 @@ class WorkerProcess(WorkerReporting):
         # job's three).
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished, max_delay=self.config.heartbeat_interval / 2)
-        threading.Thread(target=self._watch_cancels, name="sqlqueue-cancels",
-                         daemon=True).start()
+        threading.Thread(target=self.cancels.watch, name="sqlqueue-cancels", daemon=True,
+                         kwargs={"until": self.finished, "due": self.cancels_due,
+                                 "interval": self.config.heartbeat_interval}).start()
         self._every(self.config.maintenance_interval, self._maintain, "maintenance",
                     until=self.stopping)
         if self.scheduler is not None:
@@ -282,81 +281,11 @@ class WorkerProcess(WorkerReporting):
             self.draining = f"job {job.pk} {what} and its thread cannot be stopped"
             self.wakeup.poke()
 
-    def _watch_cancels(self):
-        """Look for cancelled jobs every heartbeat interval, at once on a NOTIFY, and at each
-        grace deadline, until every held job is done (worker/cancels.py)."""
-        while not self.finished.is_set():
-            wait = self.config.heartbeat_interval
-            deadline = self.cancels.next_deadline()
-            if deadline is not None:
-                wait = max(0.0, min(wait, deadline - time.monotonic()))
-            self.cancels_due.wait(wait)
-            self.cancels_due.clear()
-            if self.finished.is_set():
-                return
-            if self.pool.is_idle() and self.cancels.next_deadline() is None:
-                continue  # nothing to ask about: no query
-            try:
-                call_with_retry(self.cancels.run_once, alias=self.alias,
-                                what="looking for cancelled jobs", stop=self.finished.is_set)
-            except TRANSIENT:
-                pass
-            except Exception:
-                logger.exception("looking for cancelled jobs failed; trying again")
-            finally:
-                connections[self.alias].close_if_unusable_or_obsolete()
-
     def _shut_down(self):
-        self.stopping.set()
-        self.wakeup.stop()
-        for job in self.pool.take_unstarted():
-            self._release(job)
-        deadline = time.monotonic() + self.config.shutdown_timeout
-
-        if self.pool.busy():
-            busy = len(self.pool.busy())
-            self._say(f"waiting up to {self.config.shutdown_timeout:g}s for "
-                      f"{busy} running job(s) to finish", "worker.draining", running=busy,
-                      timeout_seconds=self.config.shutdown_timeout)
-        while self.pool.busy() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for entry in self.pool.busy():
-            if not entry.ran:  # still running; a finished job's outcome is the writer's
-                self._release(entry.job, running=entry.started_at is not None)
-        self.writer.stop()  # write the outcomes still waiting for their batch
-        metrics.worker_stopped()
-        self.finished.set()
-        self.pool.stop()
-        try:
-            call_with_retry(
-                lambda: Worker.objects.using(self.alias).filter(name=self.worker_id).delete(),
-                alias=self.alias, what="unregistering the worker",
-                deadline=time.monotonic() + 5,
-            )
-        except TRANSIENT:
-            pass  # maintenance will reap the row
-        self._say(f"stopped after {self.outcomes.summary()}", "worker.stopped",
-                  worker=self.worker_id, **self.outcomes.counts())
+        shutdown.shut_down(self)
 
     def _release(self, job, *, running=False):
-        """Give back a held job: one not started yet, or one still ``running`` at shutdown
-        (an interruption, recorded in its errors but not counted towards its
-        max_interruptions: a deploy says nothing about the job)."""
-        if running:
-            why = f"worker {self.worker_id} shut down while running attempt {job.attempts}"
-            give_back = lambda: outcomes.write_one(  # noqa: E731
-                job, outcomes.interruption(job, why, counted=False))
-        else:
-            give_back = job.release
-        try:
-            released = call_with_retry(give_back, alias=self.alias, what="releasing a job",
-                                       deadline=time.monotonic() + 5)
-        except TRANSIENT:
-            released = False
-        logger.warning("job released task=%s id=%s attempt=%s released=%s",
-                       job.task_name, job.pk, job.attempts, released,
-                       extra=fields("job.released", task=job.task_name, job_id=job.pk,
-                                    attempt=job.attempts, released=released))
+        shutdown.release(self, job, running=running)
 
     # ---- helpers -----------------------------------------------------------------------
     def _register(self):

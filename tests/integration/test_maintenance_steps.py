@@ -10,9 +10,9 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_sqlqueue import outcomes, queries
+from django_sqlqueue import outcomes
 from django_sqlqueue.db.clock import DatabaseNow
-from django_sqlqueue.models import Job, Leader, Worker
+from django_sqlqueue.models import Job, Leader, Worker, job_maintenance
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.identity import ProcessTable
 from django_sqlqueue.worker.maintenance import Maintenance
@@ -139,7 +139,7 @@ def test_the_rescuer_gives_back_every_lost_job_in_batches_with_an_interruption_e
 
 def test_the_worker_lost_type_is_the_exception_class():
     lost = outcomes.WorkerLost
-    assert queries.WORKER_LOST_TYPE == f"{lost.__module__}.{lost.__qualname__}"
+    assert job_maintenance.WORKER_LOST_TYPE == f"{lost.__module__}.{lost.__qualname__}"
 
 
 def test_rescue_without_now_uses_the_database_clock():

@@ -200,8 +200,8 @@ def test_a_limited_backlog_of_100k_jobs_is_never_read_by_a_claim(analyzed):
     analyzed()
     now = timezone.now()
     # The per-key claim with "big" at its limit: the unkeyed part and the part of "small".
-    nodes, most = explain(*ops(connection).ready_ids_by_key(Job, "limited",
-                                                           {"": 5, "small": 5}, now))
+    nodes, most = explain(*ops(connection).ready_ids_by_key(
+        Job, queue="limited", wanted={"": 5, "small": 5}, now=now))
     assert most <= 10, nodes  # at most 5 rows of each of the two keys
     assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
         "sqlqueue_job_ready_by_key"}

@@ -22,7 +22,7 @@ LAYERS = (
         "observability.liveness", "observability", "worker.listening",
         "",  # the package's face: job, schedule, enqueue_on_commit, current_job
     )),
-    ("models", ("models", "queries")),
+    ("models", ("models",)),
     ("operations", (
         "queues", "schedules.operations", "observability.snapshot", "observability.throughput",
         "observability.queue_metrics", "checks",

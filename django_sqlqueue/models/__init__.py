@@ -1,0 +1,14 @@
+"""The tables, one module per domain: ``job.py`` (Job: statuses and transitions are described
+in docs/concepts.md; its queryset in ``job_queryset.py``), ``workers.py`` (Worker and Leader:
+who is alive and who leads a cluster-wide duty), ``queue.py`` (Queue: pauses and limits),
+``schedule.py`` (Schedule, docs/schedules.md) and ``throughput.py`` (the finished-jobs rollup).
+Every model is importable from here, as ``django_sqlqueue.models`` always offered them."""
+
+from .job import Job, QueueDashboard
+from .queue import Queue
+from .schedule import Schedule
+from .throughput import ThroughputCount, ThroughputCursor
+from .workers import Leader, Worker
+
+__all__ = ["Job", "Leader", "Queue", "QueueDashboard", "Schedule", "ThroughputCount",
+           "ThroughputCursor", "Worker"]

@@ -1,0 +1,280 @@
+"""JobQuerySet, the manager of Job: filters are adjectives (``ready``), state changes are verbs
+(``claim``). Documented as ``django_sqlqueue.queries``, its path before models/ was a package."""
+
+import datetime as dt
+
+from django.db import connections, models, router
+from django.db.models import Case, F, Max, Q, Value, When
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from ..claim import limited as queue_limits
+from ..claim import plain
+from ..claim.plain import CLAIM_ORDER
+from ..conf import get_settings
+from ..db import ops
+from ..db.clock import DatabaseNow
+from ..db.postgresql import notify as notify_sql
+from ..enqueue.building import ENQUEUE_OPTIONS, prepare_job
+from ..enqueue.inserting import insert_job, insert_jobs
+from ..enqueue.notify import CANCEL_CHANNEL, sends_notify
+from ..observability.queue_stats import QueueStats, queue_stats
+from ..registry import check_option_names, resolve
+from ..statuses import (
+    FINISHED_STATUSES,
+    READY_STATUSES,
+    RETRYABLE_STATUSES,
+    UNFINISHED_STATUSES,
+    JobStatus,
+)
+from .job_maintenance import JobMaintenance
+
+# CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
+__all__ = ["CLAIM_ORDER", "JobQuerySet", "QueueStats"]
+
+
+class JobQuerySet(JobMaintenance, models.QuerySet):
+    """The jobs, filtered and changed; what maintenance and heartbeats change is
+    ``JobMaintenance``'s (``job_maintenance.py``)."""
+
+    # ---- filters -------------------------------------------------------------------------
+    def in_ready_status(self):
+        """Queued and failed-awaiting-retry jobs, due or not: the rows the ready indexes hold.
+        On MariaDB, which has no partial indexes, the condition also names the generated column
+        its ready indexes lead with, or every read of ready rows would scan the whole table."""
+        rows = self.filter(status__in=READY_STATUSES)
+        return ops(connections[self.db]).ready_rows(rows)
+
+    def ready(self, now=None):
+        """Jobs a worker may start now: queued or failed-awaiting-retry, due, not expired.
+        "Now" is the database's clock unless ``now`` is given."""
+        now = now or DatabaseNow(in_filter=True)
+        return self.in_ready_status().filter(run_at__lte=now).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+
+    def unfinished(self):
+        return self.filter(status__in=UNFINISHED_STATUSES)
+
+    def finished(self):
+        return self.filter(status__in=FINISHED_STATUSES)
+
+    def running(self):
+        return self.filter(status=JobStatus.RUNNING)
+
+    def lease_expired(self, now=None):
+        """Running jobs whose worker stopped renewing the lease (or that never had one: a row
+        written as 'running' by hand). "Now" is the database's clock unless ``now`` is given."""
+        return self.running().filter(
+            Q(lease_expires_at__lt=now or DatabaseNow(in_filter=True))
+            | Q(lease_expires_at__isnull=True)
+        )
+
+    def prunable(self, now=None, *, keep_succeeded=None, keep_failed=None):
+        """Finished jobs past their retention: ``succeeded`` ones that finished more than
+        ``keep_succeeded`` seconds ago, ``exhausted``, ``cancelled`` and ``expired`` ones more than
+        ``keep_failed`` seconds ago (None keeps them). "Now" is the database's clock unless
+        ``now`` is given."""
+        rules = Q()
+        for statuses, keep in (
+            ([JobStatus.SUCCEEDED], keep_succeeded),
+            ([s for s in FINISHED_STATUSES if s != JobStatus.SUCCEEDED], keep_failed),
+        ):
+            if keep is not None:
+                cutoff = (DatabaseNow(-float(keep), in_filter=True) if now is None
+                          else now - dt.timedelta(seconds=keep))
+                rules |= Q(status__in=statuses, finished_at__lt=cutoff)
+        return self.filter(rules) if rules else self.none()
+
+    def in_queues(self, queues):
+        """Jobs of the given queue names; ``None`` means every queue."""
+        if queues is None:
+            return self
+        if isinstance(queues, str):
+            queues = [queues]
+        return self.filter(queue__in=list(queues))
+
+    # ---- enqueue -------------------------------------------------------------------------
+    def _write_alias(self, using=None) -> str:
+        return using or self._db or router.db_for_write(self.model)
+
+    def prepare(self, task, args=(), kwargs=None, **options):
+        """An unsaved, validated Job: what ``enqueue`` would insert. For ``bulk_enqueue``."""
+        check_option_names(options, allowed=ENQUEUE_OPTIONS, where="enqueue()")
+        return prepare_job(self.model, resolve(task), args, kwargs, options)
+
+    def enqueue(self, task, args=(), kwargs=None, *, using=None, **options):
+        """Validate and insert one job, in the current transaction of its database.
+
+        ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
+        (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
+        ``unique_key``, ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
+        ``retry_min_delay`` / ``retry_max_delay`` / ``retry_jitter``, and ``using`` (database
+        alias; default: the router's choice for Job).
+
+        With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
+        job is returned instead.
+        """
+        return self.enqueue_prepared(self.prepare(task, args, kwargs, **options), using=using)
+
+    def enqueue_prepared(self, job, *, using=None):
+        """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
+        return insert_job(job, self._write_alias(using))
+
+    def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
+        """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible.
+
+        The jobs are enqueued now: each gets this moment as its ``enqueued_at``, and a job that
+        was due when it was prepared (no ``run_at`` or ``delay``) is due from this moment. One
+        time for the whole call also lets the insert send it once instead of once per job.
+        """
+        jobs = list(jobs)
+        pk_name = self.model._meta.pk.attname  # not job.pk: a property, slower
+        for job in jobs:
+            if not isinstance(job, self.model) or getattr(job, pk_name) is not None:
+                raise TypeError(
+                    "bulk_enqueue() takes unsaved jobs from task.prepare(...) or "
+                    "Job.objects.prepare(...)."
+                )
+            if job.unique_key is not None:
+                raise ValueError(
+                    f"bulk_enqueue() cannot deduplicate unique_key {job.unique_key!r}: "
+                    "enqueue unique jobs one at a time with enqueue()."
+                )
+        now = timezone.now()
+        for job in jobs:
+            if job.run_at == job.enqueued_at:
+                job.run_at = now
+            job.enqueued_at = now
+        insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
+        return jobs
+
+    # ---- claim ---------------------------------------------------------------------------
+    def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None,
+              controls=None, after=None) -> list:
+        """Claim up to ``limit`` ready jobs for ``worker_id`` and return them, running.
+
+        The jobs are picked in claim order with ``FOR UPDATE SKIP LOCKED`` and updated in the
+        same statement: status running, one more attempt, claimed_by/at, a lease until now +
+        ``lease`` (seconds or timedelta; default SQLQUEUE["LEASE_SECONDS"]), and a fresh claim
+        token that fences every later outcome write. The statement commits on its own (or with
+        the caller's transaction, inside ``atomic()``).
+
+        Paused queues are skipped and limited ones claimed within their limits
+        (claim/limited.py), as the Queue table says: read now, or as given in ``controls``
+        (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
+        queue paused or limited, the claim is the one statement above.
+
+        ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
+        are claimed (``ready_ids_after``), so that the scan starts there. A worker passes
+        the last job it claimed when its claims got slow (claim/bounded.py). Ignored
+        while some queue is paused or limited, and by a filtered queryset's claim.
+        """
+        if isinstance(queues, str):
+            queues = [queues]
+        elif queues is not None:
+            queues = list(dict.fromkeys(queues))
+        if limit < 1 or queues == []:
+            return []
+        lease_seconds = get_settings().LEASE_SECONDS if lease is None else lease
+        if hasattr(lease_seconds, "total_seconds"):
+            lease_seconds = lease_seconds.total_seconds()
+        if controls is None:
+            controls = queue_limits.read_controls(self.model, self._write_alias())
+        if controls.unused:
+            return self.claim_ready(queues, worker_id, limit, lease_seconds, now, after=after)
+        return queue_limits.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
+                                             controls)
+
+    def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
+                    after=None) -> list:
+        """The claim of queues that no pause or limit holds back (``claim`` checked the
+        arguments): one statement; with ``after``, of the jobs after that position only
+        (claim/plain.py)."""
+        return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now, after=after)
+
+    def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
+        """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
+        statement, and return them as jobs in claim order (claim/plain.py)."""
+        return plain.claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now)
+
+    # ---- bulk state changes --------------------------------------------------------------
+    def cancel(self, now=None, *, by=None) -> int:
+        """Cancel the jobs of this queryset that have not finished; returns how many.
+
+        Jobs that have not started (queued, or failed and waiting for a retry) are cancelled at
+        once (``finished_at`` = now). Running jobs are asked to stop: ``cancel_requested_at`` is
+        set now, their status stays ``running`` until their worker stops the attempt, and then
+        (or if the worker is lost) it becomes ``cancelled``; they never run again. A running job
+        already asked is not counted again. ``by`` says who asked (``cancelled_by``; the admin
+        gives the user name). One UPDATE, so a job claimed meanwhile is asked to stop rather
+        than missed; on PostgreSQL it also wakes the workers (NOTIFY) to learn of it at once.
+        """
+        now = now or timezone.now()
+        alias = self._write_alias()
+        ready = Q(status__in=READY_STATUSES)
+        changed = self.filter(
+            ready | Q(status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
+        ).update(
+            finished_at=Case(When(ready, then=Value(now)), default=F("finished_at"),
+                             output_field=models.DateTimeField()),
+            # Set only for running jobs: it means "asked to stop while it ran", and it is what
+            # makes every later outcome write of that attempt write ``cancelled``.
+            cancel_requested_at=Case(When(ready, then=None), default=Value(now),
+                                     output_field=models.DateTimeField()),
+            cancelled_by=by,
+            # Last: MariaDB assigns left to right, each later assignment seeing the new status
+            # (PostgreSQL and SQLite: every one sees the row as it was).
+            status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
+        )
+        if changed and sends_notify(connections[alias]):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
+        return changed
+
+    def cancelling(self):
+        """Running jobs asked to stop, whose worker has not stopped them yet."""
+        return self.running().filter(cancel_requested_at__isnull=False)
+
+    def cancelled_while_running(self):
+        """Cancelled jobs that were running when the cancel was asked for."""
+        return self.filter(status=JobStatus.CANCELLED, cancel_requested_at__isnull=False)
+
+    def retry_now(self, now=None) -> int:
+        """Queue failed, exhausted, cancelled and expired jobs again, due now; returns how many.
+
+        Attempts never go down: a job with none left gets one more (max_attempts = attempts + 1).
+        Its error history is kept, and its expiry is cleared so it cannot expire straight away.
+        A job whose unique key another unfinished job holds now is skipped.
+        """
+        now = now or timezone.now()
+        taken_keys = self.model.objects.using(self.db).unfinished().filter(
+            unique_key__isnull=False
+        ).values("unique_key")
+        retryable = self.filter(status__in=RETRYABLE_STATUSES).exclude(unique_key__in=taken_keys)
+        # Of several selected jobs sharing a unique key, only the newest can hold it again.
+        newest_per_key = (
+            retryable.filter(unique_key__isnull=False).values("unique_key")
+            .annotate(newest=Max("pk")).values("newest")
+        )
+        return (
+            self.model.objects.using(self.db)
+            .filter(pk__in=retryable.values("pk"))
+            .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
+            .update(
+                status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
+                lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,
+                max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
+            )
+        )
+
+    def run_now(self, now=None) -> int:
+        """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""
+        now = now or timezone.now()
+        return self.in_ready_status().filter(run_at__gt=now).update(run_at=now)
+
+    # ---- stats ---------------------------------------------------------------------------
+    def stats(self, now=None) -> dict:
+        """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job
+        (observability/queue_stats.py)."""
+        return queue_stats(self, now)

@@ -1,0 +1,128 @@
+"""Schedule: a periodic schedule's definition, its cursor and the operator's state."""
+
+import datetime as dt
+import functools
+
+from django.db import models
+from django.db.models import Q
+
+from ..schedules import tick_plan, timetables
+from ..schedules.queries import ScheduleQuerySet
+
+
+class Schedule(models.Model):
+    """A periodic schedule: when to enqueue which task with which arguments (docs/schedules.md).
+
+    Rows are written by the sync from code (``@schedule`` declarations, when a worker starts):
+    the definition columns follow the code, and a schedule gone from the code is *retired*
+    (``retired_at``), never deleted or left firing. The operator's state (``paused_at``) is
+    never touched by a sync, so a paused schedule stays paused across deploys.
+
+    ``next_run_at`` is the cursor: the first tick not yet handled. The scheduler of any worker
+    enqueues due ticks and moves the cursor in one transaction that first updates this row
+    fenced on the cursor and ``version`` as it read them (scheduling.py), so each tick is
+    decided once, by one process. A row is self-contained: the job options are resolved when
+    it is synced, so any worker can enqueue its ticks without the task's code.
+    """
+
+    MISSED_CHOICES = [
+        (tick_plan.LATEST, "run the latest once"),
+        (tick_plan.SKIP, "skip"),
+        (tick_plan.CATCH_UP, "catch up"),
+    ]
+
+    name = models.CharField(max_length=150, unique=True)
+    task_name = models.CharField(max_length=255)
+    # Exactly one of cron (as written: "0 3 * * *" or "@daily") and every_seconds.
+    cron = models.CharField(max_length=200, blank=True)
+    every_seconds = models.PositiveIntegerField(null=True, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")  # an IANA name; cron only
+    # {"args": [...], "kwargs": {...}}, plus "backend" for a django.tasks task.
+    payload = models.JSONField(default=dict)
+    # Job fields resolved from the task's options at the sync: queue, priority, max_attempts,
+    # retry policy, timeout_seconds, and max_age_seconds (expires_at = tick + max_age).
+    job_options = models.JSONField(default=dict)
+    missed = models.CharField(max_length=16, choices=MISSED_CHOICES, default=tick_plan.LATEST)
+    catch_up = models.PositiveIntegerField(default=1)  # most ticks enqueued after a backlog
+    grace_seconds = models.FloatField(default=60.0)  # a tick found later than this is missed
+    # Raised by every change of the definition; the scheduler's write is fenced on it.
+    version = models.PositiveIntegerField(default=1)
+
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    # The operator's state, kept across deploys.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=150, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)  # gone from the code
+
+    last_run_at = models.DateTimeField(null=True, blank=True)  # tick of the latest job
+    last_job_id = models.BigIntegerField(null=True, blank=True)  # no FK: jobs are pruned
+    last_enqueued_by = models.CharField(max_length=255, blank=True)  # a worker's name
+    runs = models.PositiveBigIntegerField(default=0)  # jobs enqueued, "run now" included
+    skipped_ticks = models.PositiveBigIntegerField(default=0)  # by the missed-tick policy
+    last_skipped_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    synced_at = models.DateTimeField()  # the last sync that changed the definition
+
+    objects = ScheduleQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [
+            ("pause_schedule", "Can pause and resume schedules"),
+            ("run_schedule_now", "Can run a schedule now"),
+        ]
+        indexes = [
+            # The scheduler's query, every second on every worker: active schedules by cursor.
+            models.Index(
+                fields=["next_run_at"],
+                name="sqlqueue_schedule_due",
+                condition=Q(paused_at__isnull=True, retired_at__isnull=True),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(missed__in=tick_plan.POLICIES), name="sqlqueue_schedule_missed_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def state(self) -> str:
+        """"retired", "paused" or "active"."""
+        if self.retired_at is not None:
+            return "retired"
+        return "paused" if self.paused_at is not None else "active"
+
+    @property
+    def timetable(self):
+        """When its ticks fall (timetables.py); raises InvalidPeriodicSchedule for a row whose
+        definition no longer parses."""
+        return _timetable(self.cron, self.every_seconds, self.timezone)
+
+    def describe(self) -> str:
+        """``At 03:00 every day (0 3 * * *)`` or ``Every 2 seconds``."""
+        try:
+            return self.timetable.describe()
+        except ValueError:
+            return self.cron or f"every {self.every_seconds} s"
+
+    def next_runs(self, count: int = 5, *, now: dt.datetime) -> list:
+        """The next ``count`` ticks it will enqueue, from its cursor (a tick already due comes
+        first), or after ``now`` for a paused schedule (resuming starts after now); none once
+        retired."""
+        if self.retired_at is not None:
+            return []
+        table = self.timetable
+        if self.paused_at is not None or self.next_run_at is None:
+            return timetables.next_ticks(table, now, count)
+        return timetables.next_ticks(
+            table, self.next_run_at - dt.timedelta(microseconds=1), count)
+
+
+@functools.lru_cache(maxsize=256)
+def _timetable(cron, every_seconds, timezone):
+    if cron:
+        return timetables.CronTimetable(cron, timezone)
+    return timetables.IntervalTimetable(every_seconds)
