@@ -300,6 +300,9 @@ class Pool:
                     # Shutting down with the database gone: the job in hand runs unchecked, as
                     # any did before this reading (its first query fails: an interruption).
                     return trouble
+            except Exception:  # never lose a thread to the reading: the job runs unchecked
+                logger.exception("reading back the held claims failed")
+                return trouble
 
     def _run(self, job):
         with self._lock:
