@@ -156,3 +156,19 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job(name="tests.gated")
+def gated(gate, tag=""):
+    """Hold a slot until the file ``gate`` exists (at most two minutes), then record the
+    execution: a test decides when a burst drains, not the machine's speed."""
+    import os
+    import time
+
+    from .models import Execution
+
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
 from ...models import Job
-from ...observability import snapshot
+from ...observability import fleet, snapshot
 from ..database_option import add_database_option, database_alias
 from ..stats_text import COLUMNS, lines
 
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         in_place = every is not None and not options["json"] and self._on_terminal()
         try:
             while True:
-                self._show(snapshot.take(alias=alias), options["json"], in_place)
+                self._show(alias, options["json"], in_place)
                 if every is None:
                     return
                 time.sleep(every)
@@ -54,9 +54,12 @@ class Command(BaseCommand):
             if not options["json"]:
                 self.stdout.write("")
 
-    def _show(self, snap, as_json, in_place):
+    def _show(self, alias, as_json, in_place):
+        snap = snapshot.take(alias=alias)
         if as_json:
-            self.stdout.write(json.dumps(snap.as_json()))
+            document = snap.as_json()
+            document["autoscale"] = fleet.measure(alias).as_json()  # docs/autoscaling.md
+            self.stdout.write(json.dumps(document))
         else:
             text = "\n".join(lines(snap))
             self.stdout.write(REDRAW + text if in_place else text + "\n")
