@@ -172,3 +172,22 @@ def gated(gate, tag=""):
         time.sleep(0.05)
     job = current_job()
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+# The tasks of docs/schedules.md's run-time schedules example (tests/integration/
+# test_runtime_schedules.py runs it as written).
+@job(name="shop.send_report")
+def send_report(customer):
+    return customer
+
+
+@job(name="shop.sync_stock")
+def sync_stock(region):
+    return region
+
+
+@job(name="tests.labels", tags=["reports"], metadata={"source": "task"})
+def labels():
+    """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
+    job = current_job()
+    return {"tags": job.tags, "metadata": job.metadata}
