@@ -87,6 +87,11 @@ class QueueSettings:
     # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
     # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
     LISTEN_DATABASE: str | None = None
+    # Alias of DATABASES (a replica of the jobs database) that the admin's dashboard, manage.py
+    # stats and the metrics view read from, showing how far behind it is. None: the dashboard and
+    # the metrics view read where the database routers send reads of Job (db_for_read), stats
+    # from the jobs database. Writes and the claim never use it (docs/topology.md).
+    READ_DATABASE: str | None = None
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
     # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
     # intervals, so a dead leader is replaced within about that.
@@ -139,6 +144,7 @@ _TYPES = {
     "NOTIFY_PER_SECOND": (int, float, type(None)),
     "CLAIMERS_PER_NOTIFY": (int, type(None)),
     "LISTEN_DATABASE": (str, type(None)),
+    "READ_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
     "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),

@@ -27,6 +27,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..models import Job
 from ..observability import fleet, snapshot
+from ..observability.replica import read_alias
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
@@ -206,6 +207,8 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "unserved": [c.name for c in cards if c.queue.unserved],
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": snap.taken_at,
+        "read_from": snap.database,
+        "replica": snap.replica,
     }
 
 
@@ -226,7 +229,8 @@ def _context(model_admin, request) -> dict:
     list_url = reverse("admin:django_sqlqueue_job_changelist", current_app=site.name)
     request.current_app = site.name
     return {
-        **build(list_url, alias=model_admin.get_queryset(request).db),
+        # SQLQUEUE["READ_DATABASE"] (a replica), else where the routers send reads of Job.
+        **build(list_url, alias=read_alias(model_admin.get_queryset(request).db)),
         "opts": model_admin.opts,
         "list_url": list_url,
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),

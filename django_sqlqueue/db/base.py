@@ -43,6 +43,9 @@ class DatabaseDriver(WriteStatements):
     #: ``RETURNING`` gives a REAL column's value before its affinity applies (SQLite: 5, not
     #: the 5.0 a SELECT reads), so rows read back from a statement convert floats themselves.
     returns_values_before_affinity = False
+    #: The database can say whether it is a standby and how current its data is
+    #: (``replica_state``: SQLQUEUE["READ_DATABASE"]); elsewhere that is not measured.
+    reports_replica_state = False
     #: The SQL function that builds a JSON object of keys and values (an ``errors`` entry).
     json_object = "json_object"
 
@@ -377,6 +380,14 @@ class DatabaseDriver(WriteStatements):
     def query_row_estimate(self, queryset) -> float:
         """The planner's estimate of the rows ``queryset`` selects."""
         raise NotImplementedError(f"{type(self).__name__} has no row estimates")
+
+    # ---- replicas ---------------------------------------------------------------------------
+
+    def replica_state(self) -> tuple | None:
+        """On a standby: (primary's commit time of the last transaction replayed, seconds since
+        then by the standby's clock, seconds its replay is behind what it received); None on a
+        primary, and where ``reports_replica_state`` is off."""
+        return None
 
 
 class UnsupportedDriver(DatabaseDriver):

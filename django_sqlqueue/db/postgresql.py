@@ -1,6 +1,6 @@
 """PostgreSQL: NOTIFY in the insert's statement, values in JSON documents, a LATERAL join for
-limited queues, the planner's row estimates, statement timeouts, and the job table's storage
-parameters (migration 0011)."""
+limited queues, the planner's row estimates, statement timeouts, how current a standby is, and the
+job table's storage parameters (migration 0011)."""
 
 import json
 import re
@@ -19,6 +19,18 @@ TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)
 SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 
 INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
+
+#: On a standby (no row on a primary): when the last transaction it replayed committed on the
+#: primary, how long ago that is by the standby's clock, and how many seconds its replay is
+#: behind what it has received (0 when it has replayed all of it: the usual lag formula, blind
+#: to WAL not yet received, which the first two columns show). For READ_DATABASE.
+REPLICA_STATE = (
+    "SELECT pg_last_xact_replay_timestamp(), "
+    "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), "
+    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END "
+    "WHERE pg_is_in_recovery()"
+)
 
 
 def explain_json(query_sql: str) -> str:
@@ -43,6 +55,7 @@ class PostgreSQLDriver(DatabaseDriver):
     sends_plain_values = True
     estimates_rows = True
     builds_indexes_concurrently = True
+    reports_replica_state = True
     json_object = "jsonb_build_object"
 
     def problem(self) -> str | None:
@@ -214,6 +227,11 @@ class PostgreSQLDriver(DatabaseDriver):
                            [self.connection.ops.quote_name(model._meta.db_table)])
             row = cursor.fetchone()
         return max(row[0], 0) if row else 0
+
+    def replica_state(self) -> tuple | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(REPLICA_STATE, [])
+            return cursor.fetchone()
 
     def query_row_estimate(self, queryset) -> float:
         query_sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()

@@ -55,6 +55,8 @@ def lines(snap) -> list[str]:
         notes.append("~ estimated from a sample of the table (counted exactly up to "
                      f"{EXACT_LIMIT:,} jobs)" + ("; > the lag is at least this" if "queued" in
                                                   snap.estimated else ""))
+    if snap.replica is not None:
+        head += f"\nread from {snap.database!r}, {snap.replica.text()}"
     return [head, *table, *notes]
 
 

@@ -19,6 +19,7 @@ from ..db.clock import database_now
 from ..models import Job, Worker
 from ..statuses import JobStatus
 from . import fleet
+from .replica import replica_state
 
 
 class QueueMetricsCollector:
@@ -63,6 +64,13 @@ class QueueMetricsCollector:
         yield from (jobs, ready, lag)
         yield from self._workers(now, queues)
         yield from self._autoscale()
+        replica = replica_state(self.alias)  # SQLQUEUE["READ_DATABASE"], a standby
+        if replica is not None and replica.age_seconds is not None:
+            age = GaugeMetricFamily("sqlqueue_replica_age_seconds", "These gauges are read from "
+                                    "a replica: how long ago the last change it replayed was "
+                                    "committed on the primary.")
+            age.add_metric([], replica.age_seconds)
+            yield age
 
     def _waiting(self, now):
         """Queued and failed jobs by queue, task and status; due ones apart. The filter is the

@@ -13,6 +13,7 @@ from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..run.runner import Outcome, OutcomeKind
 from .log_format import fields
+from .resilience import TRANSIENT
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,16 @@ class Heartbeat:
 
     def run_once(self) -> int:
         """One beat. Returns how many leases were renewed."""
+        try:
+            return self._beat()
+        except TRANSIENT:
+            # The job threads check their connections and read back their claims before their
+            # next job (pool.py): the heartbeat fails in every outage longer than its interval,
+            # even one no job's query and no claim happened to meet.
+            self.pool.gate.suspect()
+            raise
+
+    def _beat(self) -> int:
         held = self.pool.held()
         self._fail_timed_out(held)
         # Jobs whose outcome waits for the writer keep their leases too: until it is written,

@@ -12,6 +12,12 @@ same row can be held twice. A released job can be claimed again by the very next
 its old claim still waits in the inbox, and a job that timed out or lost its lease can run
 again while the thread of its old claim has not returned. Each claim has its own entry, and a
 thread, the writer's callback or a withdrawal only ever touches its own claim's.
+
+Once the database was in trouble (a connection broke, the gate closed: ``resilience.py``), the
+held jobs not started yet are read back before the next one starts, and those whose claims the
+database no longer gives to this worker are dropped (``drop_lost_claims``): after a failover to an
+asynchronous standby, claims the old primary acknowledged can be gone, their jobs ready again or
+already run by another worker on the new primary. Starting them would run them twice at once.
 """
 
 import logging
@@ -22,12 +28,20 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from ..claim.held import still_held
+from ..models import Job
 from ..observability import metrics
 from ..run import runner
 from ..run.execution import report
 from .log_format import fields
 from .outcome_writer import OutcomeWriter
-from .resilience import DatabaseGate, check_connections, tidy_connections
+from .resilience import (
+    TRANSIENT,
+    DatabaseGate,
+    check_connections,
+    drop_connection,
+    tidy_connections,
+)
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -65,9 +79,12 @@ class HeldJob:
 
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, on_slot_free, writer=None,
-                 on_result=None, max_backlog: int = MAX_UNWRITTEN):
+                 on_result=None, max_backlog: int = MAX_UNWRITTEN, worker_id: str | None = None):
         self.size = size
         self.alias = alias
+        # Whose claims the held jobs are, to read them back after trouble (drop_lost_claims);
+        # None: not read back (a pool driven by a test without a worker).
+        self.worker_id = worker_id
         self.default_timeout = default_timeout
         self.on_slot_free = on_slot_free
         # Writes every outcome; a job stays held until its outcome is written (outcome_written).
@@ -84,6 +101,10 @@ class Pool:
         self._lock = threading.Lock()
         # Shut while the database is unreachable: the threads start no held job meanwhile.
         self.gate = DatabaseGate(alias)
+        # The gate's trouble count up to which the held claims were read back: one reading per
+        # trouble for the whole pool, the threads that saw it waiting for it (drop_lost_claims).
+        self._claims_checked_at = self.gate.trouble
+        self._checking_claims = threading.Lock()
         self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
@@ -174,6 +195,34 @@ class Pool:
             taken.append(job)
         return taken
 
+    def drop_lost_claims(self, trouble: int) -> list:
+        """Read back the claims of the held jobs not started yet and withdraw those the database
+        no longer gives to this worker (``claim.held.still_held``); returns the jobs dropped,
+        which are not this worker's to start or release. Once per ``trouble`` (the gate's count
+        when the caller saw it): a thread that comes with a count already read back returns at
+        once, after any reading under way. The database's errors propagate."""
+        with self._checking_claims:
+            if trouble <= self._claims_checked_at:
+                return []
+            with self._lock:
+                waiting = [key for key, entry in self._held.items() if entry.started_at is None]
+            kept = (set(waiting) if self.worker_id is None else
+                    still_held(Job.objects.using(self.alias), self.worker_id, waiting))
+            with self._lock:
+                lost = [self._held.pop(key).job for key in waiting
+                        if key not in kept and key in self._held
+                        and self._held[key].started_at is None]
+            self._claims_checked_at = trouble
+        for job in lost:
+            logger.warning(
+                "claim lost while the database was in trouble, job not started task=%s id=%s "
+                "attempt=%s", job.task_name, job.pk, job.attempts,
+                extra=fields("job.claim_lost", task=job.task_name, job_id=job.pk,
+                             attempt=job.attempts))
+        if lost:
+            self.on_slot_free()  # their slots are free: the fetcher may claim again
+        return lost
+
     def time_out(self, entry: "HeldJob", outcome) -> None:
         """Fail a job past its deadline (the heartbeat's call): its outcome is written now, and
         the late one of its thread, if the thread ever returns, is dropped."""
@@ -222,8 +271,7 @@ class Pool:
                 connections.close_all()  # this thread's own connections
                 return
             if self.gate.trouble != checked:  # a connection broke somewhere: is this one's?
-                checked = self.gate.trouble
-                check_connections()
+                checked = self._after_trouble()
             try:
                 self._run(job)
             except BaseException:  # never lose a thread; the lease brings the job back
@@ -233,6 +281,28 @@ class Pool:
                     if entry is not None:
                         self._forget(entry)
                 self.on_slot_free()
+
+    def _after_trouble(self) -> int:
+        """Before this thread's next job, once the database was in trouble: its own connections
+        checked, and the held claims read back (``drop_lost_claims``; the job in hand may be
+        among those dropped, and ``_run`` then skips it). Returns the trouble count this covers.
+        While the database does not answer, waits at the gate and tries again."""
+        while True:
+            trouble = self.gate.trouble
+            check_connections()
+            try:
+                self.drop_lost_claims(trouble)
+                return trouble
+            except TRANSIENT:
+                drop_connection(self.alias)
+                self.gate.close("reading back the held claims failed")
+                if not self.gate.wait(self._stopped.is_set):
+                    # Shutting down with the database gone: the job in hand runs unchecked, as
+                    # any did before this reading (its first query fails: an interruption).
+                    return trouble
+            except Exception:  # never lose a thread to the reading: the job runs unchecked
+                logger.exception("reading back the held claims failed")
+                return trouble
 
     def _run(self, job):
         with self._lock:

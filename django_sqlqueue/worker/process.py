@@ -71,6 +71,7 @@ class WorkerProcess(WorkerReporting):
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
             on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self._finished,
+            worker_id=self.worker_id,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,

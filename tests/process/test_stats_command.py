@@ -63,8 +63,8 @@ def test_json_for_scripts(db_url, queues):
     done = stats("--json", db_url=db_url)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert set(document) == {"taken_at", "estimated", "minute_start", "queues", "workers",
-                             "autoscale"}
+    assert set(document) == {"taken_at", "database", "replica", "estimated", "minute_start",
+                             "queues", "workers", "autoscale"}
     scaling = document["autoscale"]  # docs/autoscaling.md: 4 jobs on a 4-slot worker, and the
     # oldest due job 5 minutes late: one process more than the live one
     assert (scaling["desired_processes"], scaling["live_processes"], scaling["live_slots"],

@@ -7,6 +7,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...conf import get_settings
 from ...models import Job
 from ...observability import fleet, snapshot
 from ..database_option import add_database_option, database_alias
@@ -38,7 +39,9 @@ class Command(BaseCommand):
         add_database_option(parser)
 
     def handle(self, *args, **options):
-        alias = database_alias(options, Job)
+        # --database, else SQLQUEUE["READ_DATABASE"] (a replica), else the jobs database.
+        alias = database_alias(
+            {**options, "database": options["database"] or get_settings().READ_DATABASE}, Job)
         every = options["watch"]
         if every is not None and not every > 0:
             raise CommandError(f"--watch takes a number of seconds more than 0, not {every:g} "
