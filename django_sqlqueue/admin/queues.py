@@ -1,5 +1,5 @@
-"""QueueAdmin: the queues' pauses and limits (queues/control.py), and what each queue's ready
-jobs are waiting for.
+"""QueueAdmin: the queues' pauses, limits and fair shares (queues/control.py), and what each
+queue's ready jobs are waiting for.
 
 Limits are edited on a queue's page (a row per queue an operator configured; "Add" makes one
 for any queue name). Pause and resume are actions behind their own permission
@@ -33,6 +33,11 @@ class QueueAdmin(admin.ModelAdmin):
             "fields": ("concurrency_limit", "rate_limit", "rate_period_seconds")}),
         ("Limits of each concurrency_key", {
             "fields": ("key_concurrency_limit", "key_rate_limit")}),
+        ("Fair shares between concurrency keys", {
+            "fields": ("fair", "key_weights"),
+            "description": 'Claims rotate between the keys with ready jobs, each in proportion '
+                           'to its weight: {"gold": 3, "": 2} ("" is the jobs without a key; '
+                           'a key not named weighs 1).'}),
         ("Claims", {"fields": ("last_claim_at", "updated_at")}),
     )
     actions = ("pause_queues", "resume_queues")
