@@ -13,6 +13,7 @@ from django_sqlqueue.exceptions import InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
 from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
+from tests.support.plans import explain
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -136,3 +137,35 @@ def test_a_fair_claim_sets_each_job_running_once():
     assert not {job.pk for job in first} & {job.pk for job in second}
     assert Job.objects.filter(status=JobStatus.RUNNING).count() == 60
     assert connection.vendor  # the same on every database
+
+
+@pytest.mark.postgresql
+def test_a_fair_claim_visits_each_key_once_and_never_reads_a_backlog(analyzed):
+    """A key with 100,000 ready jobs and ten keys with a few: finding the keys is one index
+    probe each, and each key's read stops after its share, from its own index range, with no
+    sort."""
+    from django.utils import timezone
+
+    from django_sqlqueue.db import ops
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_sqlqueue_job (task_name, queue, payload, concurrency_key) "
+            "SELECT 'add', 'default', '{}', 'big' FROM generate_series(1, 100000)")
+    for n in range(10):
+        backlog(f"small-{n}", 3)
+    backlog("", 3)
+    analyzed()
+    nodes, most = explain(*ops(connection).ready_keys(Job, queue="default", unkeyed=True,
+                                                      limit=10_000))
+    assert most <= 15, nodes  # 12 keys, one probe each (and the last, empty one)
+    wanted = {"big": 5, "small-3": 5, "": 5}
+    nodes, most = explain(*ops(connection).ready_ids_by_key(
+        Job, queue="default", wanted=wanted, now=timezone.now()))
+    assert most <= 15, nodes  # at most 5 rows of each key
+    assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
+        "sqlqueue_job_ready_by_key"}
+    assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
+    queue_control.set_fair("default")
+    assert keys_of(claim(12)) == {key: 1 for key in ["big", "", *(f"small-{n}" for n in
+                                                                  range(10))]}
