@@ -6,6 +6,7 @@ for any queue name). Pause and resume are actions behind their own permission
 (``pause_queue``). Every worker follows a change within one poll interval.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html
@@ -23,7 +24,13 @@ class QueueChangeList(ChangeList):
             row.state = states.get(row.name) or queue_control.QueueState(row.name)
 
 
+class QueueForm(forms.ModelForm):
+    def clean_key_weights(self):
+        return self.cleaned_data.get("key_weights") or {}  # an empty box: no weights
+
+
 class QueueAdmin(admin.ModelAdmin):
+    form = QueueForm
     list_display = ("name", "paused_badge", "limits", "running", "ready", "waiting_on")
     search_fields = ("name",)
     readonly_fields = ("paused_at", "paused_by", "last_claim_at", "updated_at")
