@@ -38,7 +38,7 @@ from django.db.models import Count, Q
 from ..db import ops
 from ..db.clock import DatabaseNow
 from ..statuses import READY_STATUSES, JobStatus
-from .fair import charged_leads, pick_fair
+from .fair import fair_state, pick_fair
 from .rows import in_claim_order
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
@@ -118,28 +118,36 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
         row = rows.get()
         clock = now or row.last_claim_at
         starts = recent_starts(row, clock)
-        running = dict(
-            model.objects.using(alias).filter(status=JobStatus.RUNNING, queue=name)
-            .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
+        running = {}
+        if row.concurrency_limit is not None or row.key_concurrency_limit is not None:
+            running = dict(
+                model.objects.using(alias).filter(status=JobStatus.RUNNING, queue=name)
+                .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
         room = _room(limit, row.concurrency_limit, sum(running.values()),
                      row.rate_limit, len(starts.get("", ())))
         if room <= 0:
             return []
+        fair = None
         if row.fair:
             # At most one slot per key read: each key is one part of ready_ids_by_key.
             room = min(room, KEYS_PER_CLAIM)
-            picked = pick_fair(model, alias, row, clock, room, _key_caps(row, room, running,
-                                                                           starts))
+            fair = pick_fair(model, alias, row, clock, room, _key_caps(row, room, running,
+                                                                         starts))
+            picked = fair.ids
         elif row.key_concurrency_limit is None and row.key_rate_limit is None:
             picked = _first_ready(model, alias, name, clock, room)
         else:
             picked = _first_ready_by_key(model, alias, row, clock, room, running, starts)
-        if not picked:
-            return []
-        ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
-        picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
-        jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, clock)
+        jobs = []
+        if picked:
+            ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
+            picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
+            jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds,
+                                         clock)
         written = {}
+        if fair is not None and (jobs or fair.after != (row.fair_state or {}).get("after")):
+            # Even with no job claimed, the next claim looks at the next keys.
+            written["fair_state"] = fair_state(row, jobs, fair.after)
         if row.rate_limit is not None or row.key_rate_limit is not None:
             at = clock.timestamp()
             for job in jobs:
@@ -148,8 +156,6 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                 if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
             written["recent_starts"] = starts
-        if row.fair and jobs:
-            written["fair_leads"] = charged_leads(row, jobs)
         if written:
             queue_model.objects.using(alias).filter(pk=row.pk).update(**written)
     return jobs

@@ -210,12 +210,16 @@ class DatabaseDriver(WriteStatements):
         row. Due or not (a queue found with only later jobs costs its claim one empty probe)."""
         return self._ready_distinct(model, "queue", ""), [limit]
 
-    def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False) -> tuple:
-        """SELECT the distinct concurrency keys (not "", no key, unless ``unkeyed``) of
-        ``queue``'s ready rows, in key order, up to ``limit``; (sql, params). A skip scan of
-        ``sqlqueue_job_ready_by_key``: one probe per key, so a key with a backlog of 100,000
-        jobs costs what a key with one costs."""
+    def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
+                   after: str | None = None) -> tuple:
+        """SELECT the distinct concurrency keys (not "", no key, unless ``unkeyed``; only those
+        after the key ``after`` if given) of ``queue``'s ready rows, in key order, up to
+        ``limit``; (sql, params). A skip scan of ``sqlqueue_job_ready_by_key``: one probe per
+        key, so a key with a backlog of 100,000 jobs costs what a key with one costs."""
         condition = f"{self.columns(model, ('queue',))['queue']} = %s AND "
+        if after is not None:
+            text = self._ready_distinct(model, "concurrency_key", condition, after="%s")
+            return text, [queue, after, queue, limit]
         text = self._ready_distinct(model, "concurrency_key", condition,
                                     after="" if unkeyed else "''")
         return text, [queue, queue, limit]

@@ -107,7 +107,7 @@ def test_fair_queues_are_claimed_under_the_controls_and_plain_ones_as_before():
     claimed = Job.objects.claim(None, "w", limit=10, controls=controls)
     assert Counter(job.queue for job in claimed) == {"default": 3, "other": 1}
     row = queue_control.set_fair("default", False)
-    assert row.fair_leads == {} and read_controls(Job, "default").unused
+    assert row.fair_state == {} and read_controls(Job, "default").unused
 
 
 def test_weights_are_kept_until_changed_and_shown():
@@ -169,3 +169,35 @@ def test_a_fair_claim_visits_each_key_once_and_never_reads_a_backlog(analyzed):
     queue_control.set_fair("default")
     assert keys_of(claim(12)) == {key: 1 for key in ["big", "", *(f"small-{n}" for n in
                                                                   range(10))]}
+
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Claims look at 3 keys at most (FAIR_KEYS_PER_CLAIM), as 1,000 do with more keys."""
+    monkeypatch.setattr("django_sqlqueue.claim.fair.FAIR_KEYS_PER_CLAIM", 3)
+
+
+def test_with_more_keys_than_one_claim_looks_at_the_windows_take_turns(small_windows):
+    queue_control.set_fair("default")
+    keys = [f"k{n}" for n in range(7)]
+    for key in keys:
+        backlog(key, 30)
+    taken = Counter()
+    for _ in range(21):  # 42 jobs: 6 a key if fair
+        taken += keys_of(claim(2))
+    assert set(taken) == set(keys)
+    assert max(taken.values()) - min(taken.values()) <= 2, taken
+
+
+def test_a_window_without_due_jobs_does_not_hold_the_claim_back(small_windows):
+    import datetime as dt
+
+    from django.utils import timezone
+    queue_control.set_fair("default")
+    for key in ("a", "b", "c"):  # the first window: nothing due
+        backlog(key, 5, run_at=timezone.now() + dt.timedelta(hours=1))
+    backlog("d", 5)
+    backlog("e", 5)
+    assert keys_of(claim(4)) == {"d": 2, "e": 2}  # the first window gave none: the next
+    second = keys_of(claim(4))  # windows [b, c, d] then [e, a]: weighted within each window
+    assert second.total() == 4 and set(second) == {"d", "e"}, second
