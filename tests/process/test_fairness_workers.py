@@ -43,6 +43,9 @@ def test_a_backlog_does_not_delay_other_keys_jobs_arriving_later(start_worker):
     others = len(KEYS) * WAVES * WAVE_PER_KEY
     assert Job.objects.filter(queue="fair", status=JobStatus.SUCCEEDED).count() == (
         BACKLOG + others)  # every job ran, A's backlog included (it took the idle share)
+    # The workers raced for the same queue, and no job was claimed twice.
+    assert set(Job.objects.values_list("attempts", flat=True)) == {1}
+    assert Job.objects.values("claimed_by").distinct().count() == len(workers)
     last_other = max(Job.objects.filter(queue="fair").exclude(concurrency_key="A")
                      .values_list("claimed_at", flat=True))
     a_before = Job.objects.filter(concurrency_key="A", claimed_at__lte=last_other).count()
