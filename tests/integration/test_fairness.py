@@ -201,3 +201,12 @@ def test_a_window_without_due_jobs_does_not_hold_the_claim_back(small_windows):
     assert keys_of(claim(4)) == {"d": 2, "e": 2}  # the first window gave none: the next
     second = keys_of(claim(4))  # windows [b, c, d] then [e, a]: weighted within each window
     assert second.total() == 4 and set(second) == {"d", "e"}, second
+
+
+def test_keys_that_differ_only_in_case_are_claimed_on_every_database():
+    # Two keys on PostgreSQL and SQLite; one under MariaDB's case-insensitive collation.
+    queue_control.set_fair("default")
+    backlog("tenant", 4)
+    backlog("TENANT", 4)
+    claimed = claim(5) + claim(5)
+    assert len(claimed) == 8 and keys_of(claimed) == {"tenant": 4, "TENANT": 4}
