@@ -101,4 +101,5 @@ class JobCancelled(SQLQueueError):
 
 
 class InvalidQueueLimit(SQLQueueError, ValueError):
-    """A queue limit is not a whole number of 0 or more, or a rate period is not above 0."""
+    """A queue limit is not a whole number of 0 or more, a rate period is not above 0, or a key
+    weight is not a number above 0."""

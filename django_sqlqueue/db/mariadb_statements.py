@@ -165,6 +165,18 @@ def _in(column: str):
     return text
 
 
+def ready_keys(table, col: dict, ready_prefix: str, first: str) -> str:
+    """ready_keys on MariaDB: the distinct keys of a queue's ready rows whose key passes
+    ``first`` (SQL text of the test, maybe with one parameter), in key order, up to a limit.
+    Parameters: the queue, ``first``'s, the limit. The ready rows are ``is_ready = 1`` alone
+    (``ready_prefix``), without the status test it stands for: the status is not in the index,
+    and testing it read each row from the table."""
+    key = col["concurrency_key"]
+    return (f"SELECT {key} FROM {table} "  # noqa: S608 - names only
+            f"WHERE {ready_prefix}{col['queue']} = %s "
+            f"AND {key} {first} GROUP BY {key} ORDER BY {key} LIMIT %s")
+
+
 def claim_jobs(picked_ids_sql, table, pk, sets: list, set_params: int, columns: str,
                claimed_at: str | None) -> Stepped:
     """claim_jobs on MariaDB: lock the rows ``picked_ids_sql`` picks (its ``FOR UPDATE SKIP

@@ -191,3 +191,14 @@ def labels():
     """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
     job = current_job()
     return {"tags": job.tags, "metadata": job.metadata}
+
+
+@job(name="tests.enqueue_wave")
+def enqueue_wave(keys, per_key, queue="default"):
+    """Enqueue ``per_key`` ``add`` jobs for each concurrency key of ``keys`` on ``queue``: new
+    work arriving while the job's own key has a backlog (tests/process/test_fairness_workers.py,
+    where the backlog's own jobs bring the waves at set points of its progress)."""
+    from django_sqlqueue.models import Job
+
+    Job.objects.bulk_enqueue(add.using(queue=queue, concurrency_key=key).prepare(n, n)
+                             for key in keys for n in range(per_key))
