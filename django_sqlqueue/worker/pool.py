@@ -44,10 +44,8 @@ CLAIMED_AHEAD_MAX_WAIT = 1.0
 MAX_UNWRITTEN = 2000
 #: With an event loop, a claim asks for the free async slots times the share of async jobs
 #: among the jobs recently claimed (a moving average, this weight per job), plus the free thread
-#: slots times the share of sync jobs; each share counted as at least MIN_SHARE, so that a
-#: worker still finds the rarer kind (see ``Pool.free_slots``).
+#: slots times the share of sync jobs (see ``Pool.free_slots``).
 ASYNC_SHARE_WEIGHT = 0.05
-MIN_SHARE = 0.05
 
 
 def claim_of(job) -> tuple:
@@ -139,10 +137,13 @@ class Pool:
         With an event loop there are two kinds of slot, and a claim cannot tell which kind a
         job needs before it has it. It asks for the free slots of each kind weighed by the share
         of that kind among recent claims: all async jobs lately, it fills the async slots; all
-        sync, the threads. A job of a kind whose slots are full waits, claimed ahead: a sync job
-        in the inbox for a thread, an async one on the loop for an async slot (both released
-        after ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so that
-        the jobs held never exceed the threads' capacity plus the async slots."""
+        sync (or no async job yet), the threads, exactly as without a loop. The sync side is
+        rounded up, so a worker of async jobs still finds a sync one; the async side asks for one
+        job at least while the threads are full, so that async jobs still flow then. A job of a
+        kind whose slots are full waits, claimed ahead: a sync job in the inbox for a thread, an
+        async one on the loop for an async slot (both released after
+        ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so that the
+        jobs held never exceed the threads' capacity plus the async slots."""
         capacity = self.capacity()
         with self._lock:
             if self._unwritten >= self.max_backlog:
@@ -154,8 +155,11 @@ class Pool:
             free_sync = capacity - sync_held - max(0, self._on_loop - self.async_size)
             free_async = self.async_size - self._on_loop - max(0, sync_held - capacity)
             share = self.async_share
-        return (math.ceil(max(0, free_sync) * max(1 - share, MIN_SHARE))
-                + math.ceil(max(0, free_async) * max(share, MIN_SHARE)))
+        sync_part = math.ceil(max(0, free_sync) * (1 - share))
+        async_part = round(max(0, free_async) * share)
+        if share and not sync_part and free_async > 0:
+            async_part = max(1, async_part)
+        return sync_part + async_part
 
     def runs_on_loop(self, job) -> bool:
         """Whether this claim of ``job`` runs on the event loop (its task can be cancelled)."""

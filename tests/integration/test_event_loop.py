@@ -8,7 +8,7 @@ import pytest
 from django_sqlqueue import signals
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker.pool import MIN_SHARE, Pool
+from django_sqlqueue.worker.pool import Pool
 from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, async_nap, async_sleeps_then_records
@@ -32,8 +32,10 @@ def _run(pool, jobs):
 def test_a_claim_asks_for_each_kind_of_slot_by_the_recent_mix():
     pool = Pool(2, alias="default", default_timeout=None, on_slot_free=lambda: None,
                 async_size=40)  # not started: only its counts
-    assert pool.free_slots() == 2 + 40 * MIN_SHARE  # nothing async seen yet: a few async slots
-    pool.async_share = 1.0  # only async jobs lately: the async slots, and a thread at least
+    assert pool.free_slots() == 2  # no async job seen yet: the threads, as without a loop
+    pool.async_share = 1.0  # only async jobs lately: the async slots
+    assert pool.free_slots() == 40
+    pool.async_share = 0.99  # nearly: the async slots, and a thread for a sync job
     assert pool.free_slots() == 1 + 40
     pool.async_share = 0.5
     assert pool.free_slots() == 1 + 20
