@@ -57,6 +57,9 @@ class EventLoop:
         self._ran_since_tidy = 0
         self._checked = pool.gate.trouble
         self._tasks: set = set()
+        # The frame of each job's coroutine (``_run``) -> its held entry: what the watchdog
+        # looks for on the loop thread's stack.
+        self._entries: dict = {}
         self._thread = threading.Thread(target=self._serve, name="sqlqueue-event-loop",
                                         daemon=True)
         self._watchdog = threading.Thread(target=self._watch, name="sqlqueue-loop-watchdog",
@@ -105,10 +108,18 @@ class EventLoop:
             self.loop.close()
 
     def _start(self, entry) -> None:
-        task = self.loop.create_task(self._run(entry), name=f"sqlqueue-job-{entry.job.pk}")
+        coroutine = self._run(entry)
+        frame = coroutine.cr_frame
+        task = self.loop.create_task(coroutine, name=f"sqlqueue-job-{entry.job.pk}")
         entry.task = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._entries[frame] = entry
+
+        def done(task):
+            self._tasks.discard(task)
+            self._entries.pop(frame, None)
+
+        task.add_done_callback(done)
 
     def _cancel(self, entry) -> None:
         if entry.task is not None:
@@ -220,12 +231,12 @@ class EventLoop:
                              blocked_ms=round(stale * 1000)))
 
     def _job_on_loop(self):
-        """The job whose task runs on the loop thread now, from the thread's stack."""
+        """The job whose task runs on the loop thread now: the one whose coroutine is on the
+        thread's stack (``sys._current_frames``, meant for debugging tools such as this)."""
         frame = sys._current_frames().get(self._thread.ident)
-        code = EventLoop._run.__code__
         while frame is not None:
-            if frame.f_code is code:
-                entry = frame.f_locals.get("entry")
-                return entry.job if entry is not None else None
+            entry = self._entries.get(frame)
+            if entry is not None:
+                return entry.job
             frame = frame.f_back
         return None
