@@ -142,13 +142,14 @@ def _load_registered_job(job) -> Attempt:
 
 def runs_on_loop(job) -> bool:
     """Whether ``job`` is an async job, to run on the worker's event loop (``arun``). A job
-    that cannot be loaded is not: ``run`` on a thread records why."""
+    that cannot be loaded is not: ``run`` on a thread records why, as it always did (this runs
+    on the claiming thread, which an adapter's error must not stop)."""
     try:
         for prefix in _adapters:
             if job.task_name.startswith(prefix):
                 return _load(job).is_async
         return get_task(job.task_name).is_async
-    except (UnknownTask, InvalidJob):
+    except Exception:  # noqa: BLE001 - see above
         return False
 
 

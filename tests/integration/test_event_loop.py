@@ -96,3 +96,16 @@ def test_a_time_limit_on_the_loop_fails_the_job_and_cancels_its_task():
     finally:
         pool.stop(wait=10)
     assert Job.objects.get(pk=job.pk).errors[-1]["type"].endswith(".JobTimeout")
+
+
+def test_a_job_that_cannot_be_loaded_runs_on_a_thread_and_fails_as_before():
+    job = async_nap.enqueue(0.01)
+    Job.objects.filter(pk=job.pk).update(task_name="tests.not_registered")
+    pool = _pool(1, 5)
+    try:
+        _run(pool, [job])
+    finally:
+        pool.stop(wait=10)
+    row = Job.objects.get(pk=job.pk)
+    assert row.errors[-1]["type"] == "django_sqlqueue.exceptions.UnknownTask"
+    assert pool.async_share == 0  # not counted as an async job
