@@ -112,6 +112,12 @@ class QueueSettings:
     # Finished jobs are deleted this long after they finished (None: keep them).
     KEEP_SUCCEEDED_SECONDS: float | None = 7 * 24 * 3600.0
     KEEP_FAILED_SECONDS: float | None = 30 * 24 * 3600.0  # exhausted, cancelled, expired
+    # runworker --autoscale MIN:MAX (docs/autoscaling.md): more processes once the oldest due job
+    # has waited longer than AUTOSCALE_TARGET_WAIT_SECONDS; one process fewer after slots sat idle
+    # for AUTOSCALE_COOLDOWN_SECONDS; the supervisor measures every AUTOSCALE_INTERVAL_SECONDS.
+    AUTOSCALE_TARGET_WAIT_SECONDS: float = 5.0
+    AUTOSCALE_COOLDOWN_SECONDS: float = 60.0
+    AUTOSCALE_INTERVAL_SECONDS: float = 2.0
     # Largest accepted payload (args and kwargs as JSON), so a mistake cannot bloat the table.
     MAX_PAYLOAD_BYTES: int = 1_000_000
     # Longest traceback kept per failed attempt.
@@ -151,6 +157,9 @@ _TYPES = {
     "SCHEDULER_INTERVAL_SECONDS": (int, float),
     "KEEP_SUCCEEDED_SECONDS": (int, float, type(None)),
     "KEEP_FAILED_SECONDS": (int, float, type(None)),
+    "AUTOSCALE_TARGET_WAIT_SECONDS": (int, float),
+    "AUTOSCALE_COOLDOWN_SECONDS": (int, float),
+    "AUTOSCALE_INTERVAL_SECONDS": (int, float),
     "MAX_PAYLOAD_BYTES": (int,),
     "MAX_TRACEBACK_CHARS": (int,),
     "TASK_MODULES": (list, tuple),
@@ -240,7 +249,7 @@ def _check_ranges(conf: QueueSettings) -> None:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
-                "FULL_CLAIM_INTERVAL_SECONDS"):
+                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:
@@ -249,6 +258,9 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS"):
         if getattr(conf, key) is not None and getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive or None")
+    for key in ("AUTOSCALE_TARGET_WAIT_SECONDS", "AUTOSCALE_COOLDOWN_SECONDS"):
+        if getattr(conf, key) < 0:
+            problems.append(f"{key} must not be negative")
     if conf.SLOW_CLAIM_SECONDS is not None and conf.SLOW_CLAIM_SECONDS < 0:
         problems.append("SLOW_CLAIM_SECONDS must not be negative; None turns bounded claims off")
     if conf.NOTIFY_PER_SECOND is not None and conf.NOTIFY_PER_SECOND <= 0:

@@ -40,7 +40,16 @@ class InvalidRetryPolicy(InvalidJob):
 
 
 class InvalidUniqueKey(InvalidJob):
-    """The unique key is not a non-empty string of at most 255 characters."""
+    """The unique key is not a non-empty string of at most 255 characters, or its
+    ``unique_states`` or ``unique_period`` is not valid."""
+
+
+class InvalidTags(InvalidJob):
+    """The tags are not a list of at most 20 distinct short strings."""
+
+
+class InvalidMetadata(InvalidJob):
+    """The metadata is not a small JSON object."""
 
 
 class InvalidConcurrencyKey(InvalidJob):
@@ -50,6 +59,19 @@ class InvalidConcurrencyKey(InvalidJob):
 class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     """A periodic schedule (``@schedule``) has an invalid cron expression, interval, time zone,
     missed-tick policy, name or arguments."""
+
+
+class ScheduleDeclaredInCode(InvalidPeriodicSchedule):
+    """The schedule of that name is declared in code (``@schedule``): only the code changes it,
+    and a run-time schedule cannot take its name."""
+
+
+class ScheduleExists(InvalidPeriodicSchedule):
+    """A run-time schedule of that name already exists: change it with ``update_schedule``."""
+
+
+class ScheduleNotFound(SQLQueueError, LookupError):
+    """No schedule has that name (``update_schedule``, ``remove_schedule``)."""
 
 
 class PrometheusClientMissing(SQLQueueError, ImportError):

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..models import Job
-from ..observability import snapshot
+from ..observability import fleet, snapshot
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
@@ -173,6 +173,7 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
                for window in ("1h", "24h", "7d")}
     lags = [c.queue.lag_seconds for c in cards if c.queue.lag_seconds is not None]
     live = snap.live_workers
+    scaling = fleet.from_snapshot(snap)
     return {
         "snapshot": snap,
         "cards": cards,
@@ -195,6 +196,9 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "workers_total": len(snap.workers),
         "workers_live": len(live),
         "workers_dead": len(snap.workers) - len(live),
+        # What an autoscaler would want (docs/autoscaling.md), from the same snapshot.
+        "desired_processes": scaling.desired(),
+        "busy_percent": round(100 * scaling.busy_share),
         # Running jobs asked to cancel whose workers have not stopped them yet: read from the
         # (small) running set, and only while some job runs.
         "cancelling": (Job.objects.using(alias).cancelling().count() if totals["running"]

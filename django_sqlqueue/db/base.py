@@ -107,6 +107,16 @@ class DatabaseDriver(WriteStatements):
         """``rows`` (a queryset of ready jobs by status) as the ready indexes can serve it."""
         return rows
 
+    def unique_slot_rows(self, rows, slot: str):
+        """The jobs of ``rows`` (a queryset) with unique slot ``slot``, as an index serves them:
+        every job that holds it is among them (``job_table.holds_unique_slot`` tells which)."""
+        return rows.filter(unique_slot=slot)
+
+    def tagged_rows(self, rows, tags: tuple):
+        """The jobs of ``rows`` (a queryset) that have every one of ``tags`` (strings). A JSON
+        containment, which PostgreSQL's GIN index on tags serves (migration 0014)."""
+        return rows.filter(tags__contains=list(tags))
+
     def lock_clause(self) -> str:
         """`` FOR UPDATE SKIP LOCKED`` where the database has it (SQLite has one writer)."""
         skip_locked = self.connection.features.has_select_for_update_skip_locked

@@ -58,6 +58,11 @@ class MariaDBDriver(DatabaseDriver):
     def ready_rows(self, rows):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
 
+    def unique_slot_rows(self, rows, slot: str):
+        """By the generated column of migration 0014 (the slot while held, else NULL): its
+        unique index is the only index of slots."""
+        return rows.extra(where=[statements.HELD_SLOT_CONDITION], params=[slot])  # noqa: S610
+
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name
         _, _, values, _ = self._claim_clock()

@@ -202,8 +202,9 @@ def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:
     connection = connections[alias]
     percent = min(100.0, 100.0 * SAMPLE_ROWS / rows_in_table)
     with connection.cursor() as cursor:
-        cursor.execute(*ops(connection).sampled_status_counts(
-            Job, now=now, percent=percent, statuses=statuses))
+        statement, params = ops(connection).sampled_status_counts(
+            Job, now=now, percent=percent, statuses=statuses)
+        cursor.execute(statement, params)
         sample = cursor.fetchall()
     rows = []
     for name, status, is_due, n, oldest in sample:

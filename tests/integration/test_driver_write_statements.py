@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.pieces import OutcomeRow
 from django_sqlqueue.models import Job, Leader, Schedule, ThroughputCount, Worker
-from django_sqlqueue.queries import WORKER_LOST_TYPE
+from django_sqlqueue.models.job_maintenance import WORKER_LOST_TYPE
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, WorkerFactory
 

@@ -161,6 +161,41 @@ def timed(seconds, tag=""):
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
 
 
+@job(name="tests.gated")
+def gated(gate, tag=""):
+    """Hold a slot until the file ``gate`` exists (at most two minutes), then record the
+    execution: a test decides when a burst drains, not the machine's speed."""
+    import os
+    import time
+
+    from .models import Execution
+
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+# The tasks of docs/schedules.md's run-time schedules example (tests/integration/
+# test_runtime_schedules.py runs it as written).
+@job(name="shop.send_report")
+def send_report(customer):
+    return customer
+
+
+@job(name="shop.sync_stock")
+def sync_stock(region):
+    return region
+
+
+@job(name="tests.labels", tags=["reports"], metadata={"source": "task"})
+def labels():
+    """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
+    job = current_job()
+    return {"tags": job.tags, "metadata": job.metadata}
+
+
 # ---- async jobs on the worker's event loop (tests/process/test_async_jobs.py) -----------------
 # In-process counters: the process tests run ONE worker, so these see every job it runs at once.
 _in_flight = {"async": 0, "sync": 0}
