@@ -61,6 +61,11 @@ class QueueSettings:
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
     CANCEL_GRACE_SECONDS: float = 10.0
+    # Async jobs (``async def``) each worker process runs at once on its event loop, beside its
+    # --concurrency threads for sync jobs (docs/async-jobs.md); 0: async jobs run on the threads.
+    ASYNC_CONCURRENCY: int = 100
+    # An async job that blocks the event loop this long is logged by name (a warning).
+    ASYNC_BLOCK_WARNING_SECONDS: float = 0.5
     # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
     POLL_INTERVAL_SECONDS: float = 1.0
     # A worker whose claims (from the front of claim order) took longer than this, three in a
@@ -126,6 +131,10 @@ class QueueSettings:
     TASK_MODULES: tuple = ("tasks", "jobs")
 
 
+#: Async jobs at once per worker process, at most: past a few thousand, one loop's scheduling
+#: and the one ORM thread their database calls share are the limit; run more processes.
+MAX_ASYNC_CONCURRENCY = 10_000
+
 _TYPES = {
     "DEFAULT_QUEUE": (str,),
     "MAX_ATTEMPTS": (int,),
@@ -137,6 +146,8 @@ _TYPES = {
     "LEASE_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
     "CANCEL_GRACE_SECONDS": (int, float),
+    "ASYNC_CONCURRENCY": (int,),
+    "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
     "POLL_INTERVAL_SECONDS": (int, float),
     "SLOW_CLAIM_SECONDS": (int, float, type(None)),
     "FULL_CLAIM_INTERVAL_SECONDS": (int, float),
@@ -233,6 +244,11 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "CANCEL_GRACE_SECONDS"):
         if getattr(conf, key) < 0:
             problems.append(f"{key} must not be negative")
+    if not 0 <= conf.ASYNC_CONCURRENCY <= MAX_ASYNC_CONCURRENCY:
+        problems.append(f"ASYNC_CONCURRENCY must be from 0 (async jobs on the threads) to "
+                        f"{MAX_ASYNC_CONCURRENCY:,}")
+    if conf.ASYNC_BLOCK_WARNING_SECONDS <= 0:
+        problems.append("ASYNC_BLOCK_WARNING_SECONDS must be positive")
     if conf.MIN_RETRY_DELAY_SECONDS > conf.MAX_RETRY_DELAY_SECONDS:
         problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
     if not 0 <= conf.RETRY_JITTER <= 1:

@@ -3,6 +3,7 @@
 
 import datetime as dt
 
+from asgiref.sync import sync_to_async
 from django.db import connections, models, router
 from django.db.models import Case, Exists, F, Max, OuterRef, Q, Value, When
 from django.db.models.functions import Greatest
@@ -160,6 +161,22 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             job.enqueued_at = now
         insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
         return jobs
+
+    # The async twins: the sync call on the thread of the caller's sync work (as django.tasks'
+    # aenqueue), so that inside its atomic block the job joins its transaction.
+    async def aenqueue(self, task, args=(), kwargs=None, *, using=None, **options):
+        """``enqueue`` for async code: ``await Job.objects.aenqueue(task, ...)``."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(
+            task, args, kwargs, using=using, **options)
+
+    async def aenqueue_prepared(self, job, *, using=None):
+        """``enqueue_prepared`` for async code."""
+        return await sync_to_async(self.enqueue_prepared, thread_sensitive=True)(job, using=using)
+
+    async def abulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
+        """``bulk_enqueue`` for async code."""
+        return await sync_to_async(self.bulk_enqueue, thread_sensitive=True)(
+            jobs, using=using, batch_size=batch_size)
 
     # ---- claim ---------------------------------------------------------------------------
     def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None,

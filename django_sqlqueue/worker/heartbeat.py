@@ -65,12 +65,18 @@ class Heartbeat:
         for entry in held:
             if entry.timed_out or entry.ran or entry.deadline is None or now < entry.deadline:
                 continue
-            seconds = entry.deadline - entry.started_at
-            error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
-            logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
-                           entry.job.task_name, entry.job.pk, entry.job.attempts, seconds,
-                           extra=fields("job.timed_out", task=entry.job.task_name,
-                                        job_id=entry.job.pk, attempt=entry.job.attempts,
-                                        timeout_seconds=seconds))
-            self.pool.time_out(entry, Outcome(OutcomeKind.FAILED, error=error))
+            self.pool.time_out(entry, timed_out(entry))
             self.on_timeout(entry.job)
+
+
+def timed_out(entry) -> Outcome:
+    """Log that a held job ran past its deadline and return the outcome it fails with (the
+    heartbeat's, and the event loop's for an async job)."""
+    seconds = entry.deadline - entry.started_at
+    error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
+    logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
+                   entry.job.task_name, entry.job.pk, entry.job.attempts, seconds,
+                   extra=fields("job.timed_out", task=entry.job.task_name,
+                                job_id=entry.job.pk, attempt=entry.job.attempts,
+                                timeout_seconds=seconds))
+    return Outcome(OutcomeKind.FAILED, error=error)

@@ -14,13 +14,12 @@ again while the thread of its old claim has not returned. Each claim has its own
 thread, the writer's callback or a withdrawal only ever touches its own claim's.
 
 Once the database was in trouble (a connection broke, the gate closed: ``resilience.py``), the
-held jobs not started yet are read back before the next one starts, and those whose claims the
-database no longer gives to this worker are dropped (``drop_lost_claims``): after a failover to an
-asynchronous standby, claims the old primary acknowledged can be gone, their jobs ready again or
-already run by another worker on the new primary. Starting them would run them twice at once.
+held jobs not started yet are read back before the next one starts, and those whose claims were
+lost are dropped (``lost_claims.py``).
 """
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -28,20 +27,14 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from ..claim.held import still_held
-from ..models import Job
 from ..observability import metrics
 from ..run import runner
 from ..run.execution import report
+from .event_loop import EventLoop
 from .log_format import fields
+from .lost_claims import LostClaims
 from .outcome_writer import OutcomeWriter
-from .resilience import (
-    TRANSIENT,
-    DatabaseGate,
-    check_connections,
-    drop_connection,
-    tidy_connections,
-)
+from .resilience import DatabaseGate, tidy_connections
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -54,6 +47,10 @@ CLAIM_AHEAD_PER_THREAD = 8
 CLAIMED_AHEAD_MAX_WAIT = 1.0
 #: Outcomes waiting for the writer, at most, before the fetcher stops claiming: a few batches.
 MAX_UNWRITTEN = 2000
+#: With an event loop, a claim asks for the free async slots times the share of async jobs
+#: among the jobs recently claimed (a moving average, this weight per job), plus the free thread
+#: slots times the share of sync jobs (see ``Pool.free_slots``).
+ASYNC_SHARE_WEIGHT = 0.05
 
 
 def claim_of(job) -> tuple:
@@ -75,12 +72,21 @@ class HeldJob:
     ran: bool = False  # its thread is done with it
     written: bool = False  # its outcome is written (or the writer gave up)
     awaits_writer: bool = False  # counted in Pool._unwritten
+    on_loop: bool = False  # an async job, run on the event loop (worker/event_loop.py)
+    loop_slot: bool = False  # counted in Pool._on_loop: it takes an async slot
+    task: object = None  # its asyncio.Task, once the loop started it
 
 
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, on_slot_free, writer=None,
-                 on_result=None, max_backlog: int = MAX_UNWRITTEN, worker_id: str | None = None):
+                 on_result=None, max_backlog: int = MAX_UNWRITTEN, worker_id: str | None = None,
+                 async_size: int = 0, block_warning_seconds: float = 0.5):
         self.size = size
+        # Async jobs at once on the event loop, beside the threads; 0: async jobs run on the
+        # threads (async_to_sync), one per thread, as sync jobs do.
+        self.async_size = async_size
+        self._on_loop = 0  # held jobs that take an async slot (started or about to be)
+        self.async_share = 0.0  # moving average of the share of async jobs claimed
         self.alias = alias
         # Whose claims the held jobs are, to read them back after trouble (drop_lost_claims);
         # None: not read back (a pool driven by a test without a worker).
@@ -101,17 +107,18 @@ class Pool:
         self._lock = threading.Lock()
         # Shut while the database is unreachable: the threads start no held job meanwhile.
         self.gate = DatabaseGate(alias)
-        # The gate's trouble count up to which the held claims were read back: one reading per
-        # trouble for the whole pool, the threads that saw it waiting for it (drop_lost_claims).
-        self._claims_checked_at = self.gate.trouble
-        self._checking_claims = threading.Lock()
+        self.lost_claims = LostClaims(self)  # read back after trouble (drop_lost_claims)
         self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
             for n in range(size)
         ]
+        self.loop = (EventLoop(self, block_warning_seconds=block_warning_seconds)
+                     if async_size else None)
 
     def start(self):
+        if self.loop is not None:
+            self.loop.start()
         for started, thread in enumerate(self._threads):
             try:
                 thread.start()
@@ -134,12 +141,40 @@ class Pool:
     def free_slots(self) -> int:
         """Jobs the fetcher may claim now. A job whose outcome waits for the writer takes no
         slot (its thread is free) until ``max_backlog`` of them wait: then none is free, and
-        while the database refuses writes the worker claims nothing more."""
+        while the database refuses writes the worker claims nothing more.
+
+        With an event loop there are two kinds of slot, and a claim cannot tell which kind a
+        job needs before it has it. It asks for the free slots of each kind weighed by the share
+        of that kind among recent claims: all async jobs lately, it fills the async slots; all
+        sync (or no async job yet), the threads, exactly as without a loop. The sync side is
+        rounded up, so a worker of async jobs still finds a sync one; the async side asks for one
+        job at least while the threads are full, so that async jobs still flow then. A job of a
+        kind whose slots are full waits, claimed ahead: a sync job in the inbox for a thread, an
+        async one on the loop for an async slot (both released after
+        ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so that the
+        jobs held never exceed the threads' capacity plus the async slots."""
         capacity = self.capacity()
         with self._lock:
             if self._unwritten >= self.max_backlog:
                 return 0
-            return capacity - (len(self._held) - self._unwritten)
+            running = len(self._held) - self._unwritten
+            if not self.async_size:
+                return capacity - running
+            sync_held = running - self._on_loop
+            free_sync = capacity - sync_held - max(0, self._on_loop - self.async_size)
+            free_async = self.async_size - self._on_loop - max(0, sync_held - capacity)
+            share = self.async_share
+        sync_part = math.ceil(max(0, free_sync) * (1 - share))
+        async_part = round(max(0, free_async) * share)
+        if share and not sync_part and free_async > 0:
+            async_part = max(1, async_part)
+        return sync_part + async_part
+
+    def runs_on_loop(self, job) -> bool:
+        """Whether this claim of ``job`` runs on the event loop (its task can be cancelled)."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            return entry is not None and entry.on_loop
 
     def unwritten(self) -> int:
         """Outcomes waiting for the writer (their jobs still held, their leases renewed)."""
@@ -162,9 +197,21 @@ class Pool:
             return not self._held
 
     def submit(self, job) -> None:
+        if self.loop is None:
+            with self._lock:
+                self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
+            self._inbox.put(job)
+            return
+        on_loop = runner.runs_on_loop(job)
+        entry = HeldJob(job, claimed_at=time.monotonic(), on_loop=on_loop, loop_slot=on_loop)
         with self._lock:
-            self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
-        self._inbox.put(job)
+            self._held[claim_of(job)] = entry
+            self._on_loop += on_loop
+            self.async_share += ASYNC_SHARE_WEIGHT * (on_loop - self.async_share)
+        if on_loop:
+            self.loop.submit(entry)
+        else:
+            self._inbox.put(job)
 
     def take_waiting(self, longer_than: float) -> list:
         """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
@@ -174,9 +221,11 @@ class Pool:
             return []  # they wait for the database, not for a thread: keep them
         cutoff = time.monotonic() - longer_than
         with self._lock:
-            stale = [key for key, entry in self._held.items()
+            stale = [entry for entry in self._held.values()
                      if entry.started_at is None and entry.claimed_at < cutoff]
-            return [self._held.pop(key).job for key in stale]
+            for entry in stale:
+                self._forget(entry)
+            return [entry.job for entry in stale]
 
     def take_unstarted(self) -> list:
         """Remove the jobs no thread has started yet (for release at shutdown); a claim
@@ -193,35 +242,22 @@ class Pool:
                 if self._held.pop(claim_of(job), None) is None:
                     continue
             taken.append(job)
-        return taken
+        with self._lock:  # async jobs waiting on the loop for a slot
+            waiting = [entry for entry in self._held.values()
+                       if entry.on_loop and entry.started_at is None]
+            for entry in waiting:
+                self._forget(entry)
+        return taken + [entry.job for entry in waiting]
 
     def drop_lost_claims(self, trouble: int) -> list:
-        """Read back the claims of the held jobs not started yet and withdraw those the database
-        no longer gives to this worker (``claim.held.still_held``); returns the jobs dropped,
-        which are not this worker's to start or release. Once per ``trouble`` (the gate's count
-        when the caller saw it): a thread that comes with a count already read back returns at
-        once, after any reading under way. The database's errors propagate."""
-        with self._checking_claims:
-            if trouble <= self._claims_checked_at:
-                return []
-            with self._lock:
-                waiting = [key for key, entry in self._held.items() if entry.started_at is None]
-            kept = (set(waiting) if self.worker_id is None else
-                    still_held(Job.objects.using(self.alias), self.worker_id, waiting))
-            with self._lock:
-                lost = [self._held.pop(key).job for key in waiting
-                        if key not in kept and key in self._held
-                        and self._held[key].started_at is None]
-            self._claims_checked_at = trouble
-        for job in lost:
-            logger.warning(
-                "claim lost while the database was in trouble, job not started task=%s id=%s "
-                "attempt=%s", job.task_name, job.pk, job.attempts,
-                extra=fields("job.claim_lost", task=job.task_name, job_id=job.pk,
-                             attempt=job.attempts))
-        if lost:
-            self.on_slot_free()  # their slots are free: the fetcher may claim again
-        return lost
+        """Withdraw the held jobs not started yet whose claims the database no longer gives to
+        this worker, once per ``trouble`` (``LostClaims.drop``); returns them."""
+        return self.lost_claims.drop(trouble)
+
+    def after_trouble(self) -> int:
+        """What a thread or the loop does before its next job once the database was in trouble
+        (``LostClaims.after_trouble``); returns the trouble count it covers."""
+        return self.lost_claims.after_trouble()
 
     def time_out(self, entry: "HeldJob", outcome) -> None:
         """Fail a job past its deadline (the heartbeat's call): its outcome is written now, and
@@ -231,6 +267,8 @@ class Pool:
                 return
             entry.timed_out = True
         self.writer.submit(entry.job, outcome)
+        if entry.on_loop:
+            self.loop.cancel(entry)  # CancelledError at the job's next await
 
     def outcome_written(self, job, outcome, applied: bool) -> None:
         """The writer's callback: the job is no longer held once its thread is done too."""
@@ -250,6 +288,9 @@ class Pool:
         del self._held[claim_of(entry.job)]
         if entry.awaits_writer:
             self._unwritten -= 1
+        if entry.loop_slot:
+            entry.loop_slot = False
+            self._on_loop -= 1
 
     def stop(self, *, wait: float | None = None):
         """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
@@ -257,6 +298,8 @@ class Pool:
         self._stopped.set()
         for _ in self._threads:
             self._inbox.put(None)
+        if self.loop is not None:
+            self.loop.stop(wait=wait)
         if wait is not None:
             for thread in self._threads:
                 thread.join(wait)
@@ -271,59 +314,51 @@ class Pool:
                 connections.close_all()  # this thread's own connections
                 return
             if self.gate.trouble != checked:  # a connection broke somewhere: is this one's?
-                checked = self._after_trouble()
+                checked = self.after_trouble()
             try:
                 self._run(job)
             except BaseException:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
-                with self._lock:
-                    entry = self._held.get(claim_of(job))
-                    if entry is not None:
-                        self._forget(entry)
-                self.on_slot_free()
-
-    def _after_trouble(self) -> int:
-        """Before this thread's next job, once the database was in trouble: its own connections
-        checked, and the held claims read back (``drop_lost_claims``; the job in hand may be
-        among those dropped, and ``_run`` then skips it). Returns the trouble count this covers.
-        While the database does not answer, waits at the gate and tries again."""
-        while True:
-            trouble = self.gate.trouble
-            check_connections()
-            try:
-                self.drop_lost_claims(trouble)
-                return trouble
-            except TRANSIENT:
-                drop_connection(self.alias)
-                self.gate.close("reading back the held claims failed")
-                if not self.gate.wait(self._stopped.is_set):
-                    # Shutting down with the database gone: the job in hand runs unchecked, as
-                    # any did before this reading (its first query fails: an interruption).
-                    return trouble
-            except Exception:  # never lose a thread to the reading: the job runs unchecked
-                logger.exception("reading back the held claims failed")
-                return trouble
+                self.forget(job)
 
     def _run(self, job):
-        with self._lock:
-            entry = self._held.get(claim_of(job))
-            if entry is None:  # withdrawn before it started (shutdown, waited too long)
-                return
-            entry.started_at = time.monotonic()
-            timeout = job.timeout_seconds or self.default_timeout
-            entry.deadline = entry.started_at + timeout if timeout else None
+        entry = self.begin(job)
+        if entry is None:  # withdrawn before it started (shutdown, waited too long)
+            return
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
         metrics.job_started(job)
         try:
             outcome = runner.run(job)
         finally:
             metrics.job_ran(job)
+        self.finish(entry, outcome)
+
+    def begin(self, job) -> HeldJob | None:
+        """A thread or the loop starts ``job``: its entry, with its deadline, or None if it
+        was withdrawn meanwhile."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            if entry is None:
+                return None
+            entry.started_at = time.monotonic()
+            timeout = job.timeout_seconds or self.default_timeout
+            entry.deadline = entry.started_at + timeout if timeout else None
+        return entry
+
+    def finish(self, entry: HeldJob, outcome) -> None:
+        """A thread or the loop is done with a job: its outcome goes to the writer (unless the
+        job timed out meanwhile), its slot is free."""
+        job = entry.job
         if outcome.kind == runner.OutcomeKind.INTERRUPTED:
             self.gate.close(f"job {job.pk}'s run was interrupted")
-        self._record_duration(outcome.duration_seconds)
+        if not entry.on_loop:  # how soon threads free up: async jobs say nothing of that
+            self._record_duration(outcome.duration_seconds)
         with self._lock:
             self.jobs_done += 1
             entry.ran = True
+            if entry.loop_slot:
+                entry.loop_slot = False
+                self._on_loop -= 1
             done = entry.written  # timed out, and the timeout already written
             if done:
                 self._forget(entry)
@@ -344,6 +379,14 @@ class Pool:
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
         self.writer.submit(job, outcome)  # held (and its lease renewed) until written
+
+    def forget(self, job) -> None:
+        """Drop a held job whose thread or task failed around it (the lease brings it back)."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            if entry is not None:
+                self._forget(entry)
+        self.on_slot_free()
 
     def _record_duration(self, seconds: float) -> None:
         previous = self.mean_duration

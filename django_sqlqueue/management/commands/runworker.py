@@ -29,6 +29,10 @@ class Command(BaseCommand):
                             help="a queue to work on; repeat for several (default: every queue)")
         parser.add_argument("--concurrency", "-c", type=int, default=8, metavar="N",
                             help="jobs run at once per process, on threads (default 8)")
+        parser.add_argument("--async-concurrency", type=int, metavar="N",
+                            help="async jobs run at once per process on its event loop, beside "
+                                 "the threads (default SQLQUEUE ASYNC_CONCURRENCY, 100; 0: "
+                                 "async jobs run on the threads)")
         parser.add_argument("--processes", "-p", type=int, metavar="P",
                             help="worker processes under a supervisor that restarts them "
                                  "(default 1: no supervisor)")
@@ -73,6 +77,7 @@ class Command(BaseCommand):
         try:
             config = WorkerConfig(
                 queues=options["queues"], concurrency=options["concurrency"],
+                async_concurrency=options["async_concurrency"],
                 processes=options["processes"], autoscale=options["autoscale"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"], max_memory_mb=options["max_memory"],
