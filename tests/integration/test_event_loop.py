@@ -3,15 +3,20 @@ run there many at once beside the threads, a claim asks for each kind of slot by
 time limits cancel the task, and signal receivers and the ORM work from async jobs (nothing
 synchronous touches the database on the loop)."""
 
+import asyncio
+import threading
+import uuid
+
 import pytest
 
 from django_sqlqueue import signals
 from django_sqlqueue.models import Job
+from django_sqlqueue.run import runner
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.pool import Pool
 from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
-from tests.testapp.tasks import add, async_nap, async_sleeps_then_records
+from tests.testapp.tasks import add, async_nap, async_record, async_sleeps_then_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,3 +114,39 @@ def test_a_job_that_cannot_be_loaded_runs_on_a_thread_and_fails_as_before():
     row = Job.objects.get(pk=job.pk)
     assert row.errors[-1]["type"] == "django_sqlqueue.exceptions.UnknownTask"
     assert pool.async_share == 0  # not counted as an async job
+
+
+def test_an_async_job_whose_claim_was_lost_in_trouble_is_dropped_before_it_starts(monkeypatch):
+    # As test_pool's thread case, on the loop: one async slot, busy until the test says; a
+    # failover meanwhile takes the claim of one of the two jobs waiting for the slot. The loop
+    # reads the held claims back before the next job starts: the lost one never runs, and its
+    # slot is freed.
+    release = threading.Event()
+    arun = runner.arun
+
+    async def busy_until_released(job):
+        if job.payload["kwargs"].get("tag") == "busy":
+            await asyncio.to_thread(release.wait, 60)
+        return await arun(job)
+
+    monkeypatch.setattr(runner, "arun", busy_until_released)
+    pool = Pool(1, alias="default", default_timeout=None, worker_id="w", on_slot_free=lambda: None,
+                async_size=1)
+    pool.async_share = 1.0
+    pool.start()
+    try:
+        busy, lost, kept = (async_record.enqueue(tag=tag) for tag in ("busy", "lost", "kept"))
+        for job in Job.objects.claim(None, "w", limit=3):
+            pool.submit(job)
+        wait_until(lambda: [e.job.pk for e in pool.held() if e.started_at] == [busy.pk],
+                   what="the busy job to start, alone")
+        Job.objects.filter(pk=lost.pk).update(claim_token=uuid.uuid4())  # claimed elsewhere
+        pool.gate.close("a simulated failover")
+        release.set()
+        wait_until(pool.is_idle, what="the pool to be idle")
+    finally:
+        release.set()
+        pool.stop(wait=10)
+    assert sorted(Execution.objects.values_list("tag", flat=True)) == ["busy", "kept"]
+    assert Job.objects.get(pk=lost.pk).status == JobStatus.RUNNING  # the database's, untouched
+    assert pool.free_slots() == 1  # the one async slot: the lost job's was freed with it
