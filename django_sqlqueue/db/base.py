@@ -16,11 +16,12 @@ what its database says otherwise, and MariaDB most of them (``mariadb_statements
 
 from contextlib import nullcontext
 
+from .keyed_reads import KeyedReads
 from .pieces import NOW, NOW_PLUS, PARAM, READY_LIST
 from .writes import WriteStatements
 
 
-class DatabaseDriver(WriteStatements):
+class DatabaseDriver(KeyedReads, WriteStatements):
     """A database the jobs table is on, as the package sees it. The flags are class attributes,
     each with its one-line meaning; the methods' defaults are what a database without the
     feature does, or the statement as PostgreSQL and SQLite both say it."""
@@ -212,82 +213,6 @@ class DatabaseDriver(WriteStatements):
             f"SELECT {col['id']} FROM (SELECT {col['id']} FROM ({same}) AS same_priority "  # noqa: S608
             f"UNION ALL SELECT {col['id']} FROM ({lower}) AS lower_priority) AS bounded LIMIT %s"
         )
-
-    # The claim of paused and limited queues (claim/limited.py): only a worker that finds a
-    # queue paused or limited in the Queue table runs these.
-
-    def ready_queues(self, model, *, limit: int) -> tuple:
-        """SELECT the distinct queue names of ready rows, in name order, up to ``limit``;
-        (sql, params). A skip scan: one probe of ``sqlqueue_job_ready`` per
-        queue, however many rows each holds, where ``SELECT DISTINCT`` would read every ready
-        row. Due or not (a queue found with only later jobs costs its claim one empty probe)."""
-        return self._ready_distinct(model, "queue", ""), [limit]
-
-    def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
-                   after: str | None = None) -> tuple:
-        """SELECT the distinct concurrency keys (not "", no key, unless ``unkeyed``; only those
-        after the key ``after`` if given) of ``queue``'s ready rows, in key order, up to
-        ``limit``; (sql, params). A skip scan of ``sqlqueue_job_ready_by_key``: one probe per
-        key, so a key with a backlog of 100,000 jobs costs what a key with one costs."""
-        condition = f"{self.columns(model, ('queue',))['queue']} = %s AND "
-        if after is not None:
-            text = self._ready_distinct(model, "concurrency_key", condition, after="%s")
-            return text, [queue, after, queue, limit]
-        text = self._ready_distinct(model, "concurrency_key", condition,
-                                    after="" if unkeyed else "''")
-        return text, [queue, queue, limit]
-
-    def _ready_distinct(self, model, field: str, queue: str, after="") -> str:
-        """The recursive skip scan of ready_queues and ready_keys: each step finds the smallest
-        value above the previous one (``queue`` is the text of a leading condition, or ""; the
-        first value is above ``after``, SQL text of a constant, or any non-NULL one)."""
-        quote = self.connection.ops.quote_name
-        table = quote(model._meta.db_table)
-        column = quote(model._meta.get_field(field).column)
-        status = quote(model._meta.get_field("status").column)
-        ready = self.ready_prefix()
-        probe = (f"SELECT {column} FROM {table} "  # noqa: S608 - names and status constants only
-                 f"WHERE {ready}{queue}{status} IN ({READY_LIST}) AND {column} ")
-        first = f"> {after}" if after else "IS NOT NULL"
-        return (
-            f"WITH RECURSIVE found(value) AS ("  # noqa: S608 - names only
-            f"SELECT ({probe}{first} ORDER BY {column} LIMIT 1) "
-            f"UNION ALL SELECT ({probe}> found.value ORDER BY {column} LIMIT 1) "
-            f"FROM found WHERE found.value IS NOT NULL) "
-            f"SELECT value FROM found WHERE value IS NOT NULL LIMIT %s"
-        )
-
-    def ready_ids_by_key(self, model, *, queue: str, wanted: dict, now) -> tuple[str, list]:
-        """SELECT (id, the key asked for, priority, run_at) of the first ready rows of one
-        queue's keys, each key's in claim order, at most ``wanted[key]`` of each (the key "" is
-        the jobs without a key); returns (sql, params). The caller merges them in claim order.
-        The key is the one asked for, as written in ``wanted``: under a case-insensitive
-        collation (MariaDB's usual) the rows of "A" include those of "a".
-
-        Each key's rows are read from its own range of ``sqlqueue_job_ready_by_key`` and the
-        read stops after ``wanted[key]`` rows, so the rows of keys left out (those at their
-        limit) are never read. Here a ``UNION ALL`` of one subquery per key (at most 500 parts);
-        PostgreSQL says it as one LATERAL join.
-        """
-        rows, order = self._ready_key_rows(model)
-        col = self.columns(model, ("id", "priority", "run_at"))
-        parts = [f"SELECT part{n}.{col['id']}, %s, part{n}.{col['priority']}, "  # noqa: S608
-                 f"part{n}.{col['run_at']} FROM ({rows}= %s{order}%s) AS part{n}"
-                 for n in range(len(wanted))]
-        params = [value for key, count in wanted.items()
-                  for value in (key, now, now, queue, key, count)]
-        return " UNION ALL ".join(parts), params
-
-    def _ready_key_rows(self, model) -> tuple[str, str]:
-        """ready_ids_by_key's read of one key's rows, up to the key's test, and its order."""
-        table = self.connection.ops.quote_name(model._meta.db_table)
-        col = self.columns(model, ("id", "status", "run_at", "expires_at", "queue", "priority",
-                                   "concurrency_key"))
-        columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
-        rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
-                f"WHERE {self.ready_condition(col, '%s')} "
-                f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
-        return rows, f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "
 
     def claim_jobs(self, model, *, picked_sql: str, picked_params, values: dict,
                    returning: tuple, lease_seconds: float | None = None) -> tuple:
