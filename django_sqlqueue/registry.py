@@ -15,6 +15,7 @@ from .conf import QueueSettings, get_settings
 from .enqueue import building, on_commit
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
+from .workflows.canvas import Signature
 
 _tasks: dict = {}
 
@@ -63,6 +64,15 @@ class Task:
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         return on_commit.enqueue_on_commit(self, args, kwargs)
+
+    def s(self, *args, **kwargs) -> Signature:
+        """A signature of this task, a step of a workflow: ``chain(a.s(1), b.s())``. In a
+        chain it gets the result of the step before as its first argument."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args, **kwargs) -> Signature:
+        """An immutable signature: a step of a workflow given no parent's result."""
+        return Signature(self, args, kwargs, immutable=True)
 
 
 @functools.cache

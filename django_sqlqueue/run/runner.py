@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
@@ -133,11 +133,37 @@ def _load_registered_job(job) -> Attempt:
     """The adapter of ``@job`` functions: only names registered in this process run."""
     task = get_task(job.task_name)
     args, kwargs = arguments(job)
+    function = task.func
+    given = job.payload.get("parent_results")  # a workflow's step (workflows/canvas.py)
+    if given is not None:
+        function = _given_parent_results(job, function, given, is_async=task.is_async)
     sender = type(job)
     signalled = (signals.has_receivers(signals.job_started, sender)
                  or signals.has_receivers(signals.job_finished, sender))
-    return (JobAttempt if signalled else Attempt)(job, task.func, args, kwargs,
+    return (JobAttempt if signalled else Attempt)(job, function, args, kwargs,
                                                   is_async=task.is_async)
+
+
+def _given_parent_results(job, function, given: str, *, is_async: bool):
+    """``function`` called with its parents' results as first argument: ``"one"``, the first
+    parent's; ``"list"``, all of them in order. Read when the attempt starts, so that a
+    database error there is the attempt's (an interruption), not the loader's."""
+    if given not in ("one", "list"):
+        raise InvalidJob(f'job {job.pk} has "parent_results": {given!r}; it must be "one" or '
+                         '"list".')
+
+    def results():
+        values = job.parent_results()
+        return (values[0] if values else None) if given == "one" else values
+
+    if is_async:
+        async def call_async(*args, **kwargs):
+            return await function(await sync_to_async(results)(), *args, **kwargs)
+        return call_async
+
+    def call(*args, **kwargs):
+        return function(results(), *args, **kwargs)
+    return call
 
 
 def _load(job) -> Attempt:

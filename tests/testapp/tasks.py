@@ -156,3 +156,25 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job(name="tests.flow_step")
+def flow_step(*received, tag="", expect=None, fail=False):
+    """A workflow's step (tests/integration/test_workflows.py, tests/process/test_workflow_race.py):
+    records its run (a Run row, as ``timed``), fails with ``fail``, checks what it received from
+    its parents against ``expect`` (an Abort if it differs) and returns its ``tag``."""
+    import os
+
+    from django.utils import timezone
+
+    from .models import Run
+
+    job = current_job()
+    run = Run.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by or "",
+                             pid=os.getpid(), key=tag[:100], started_at=timezone.now())
+    if fail:
+        raise RuntimeError(f"{tag} fails")
+    if expect is not None and list(received) != expect:
+        raise Abort(f"{tag} received {list(received)!r}, expected {expect!r}")
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+    return tag

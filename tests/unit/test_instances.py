@@ -31,6 +31,7 @@ def values():
         "cancelled_by": None, "result": None, "errors": [], "unique_key": None,
         "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
+        "workflow_id": None, "parents_pending": 0,
     }
 
 
