@@ -2,6 +2,9 @@
 the real outcome write; their statuses, the results passed, the failure policy, and the
 enqueue's transaction."""
 
+import re
+from pathlib import Path
+
 import pytest
 from django.db import transaction
 
@@ -181,3 +184,32 @@ def test_enqueue_on_commit_inserts_the_workflow_at_commit(django_capture_on_comm
 def test_a_malformed_workflow_is_refused_at_the_boundary(build, message):
     with pytest.raises(InvalidWorkflow, match=message):
         build()
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
+
+
+def doc_example(heading: str) -> dict:
+    """Run the python block under ``heading`` of docs/workflows.md; its namespace."""
+    section = DOC.read_text().split(heading, 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace = {"__name__": "docs_workflows"}
+    exec(compile(code, str(DOC), "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace
+
+
+def test_the_docs_chain_and_chord_run_as_written():
+    example = doc_example("## Chains, groups and chords")
+    drain()
+    results = dict(Job.objects.values_list("task_name", "result").filter(
+        task_name__in=["docs_workflows.double", "docs_workflows.total"]).order_by("pk"))
+    assert results["docs_workflows.total"] == {"label": "sizes", "total": 17 * 3}
+    assert Job.objects.filter(task_name="docs_workflows.double").order_by("pk").last().result == 4
+    assert Job.objects.get(pk=example["flow"].jobs[-1].pk).status == JobStatus.SUCCEEDED
+
+
+def test_the_docs_order_pipeline_compensates_only_after_a_failure():
+    doc_example("## Any graph, and compensation on failure")
+    drain()
+    assert [job.result for job in Job.objects.order_by("pk")] == [
+        {"reserved": 42}, {"charged": 42}, {"shipped": 42}, {"nothing to undo": 42}]
