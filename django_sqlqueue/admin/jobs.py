@@ -31,8 +31,16 @@ from .display import (
     when,
     when_short,
 )
-from .filters import CancelFilter, DueFilter, HasErrorsFilter, QueueFilter, TaskFilter
+from .filters import (
+    CancelFilter,
+    DueFilter,
+    HasErrorsFilter,
+    QueueFilter,
+    TaskFilter,
+    WorkflowFilter,
+)
 from .paginator import EstimatedCountPaginator
+from .workflow_detail import workflow_detail
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
 DETAIL_ACTIONS = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
@@ -52,7 +60,8 @@ class JobAdmin(admin.ModelAdmin):
         "duration", "worker", "last_error",
     )
     list_display_links = ("id", "task")
-    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter, CancelFilter)
+    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter, CancelFilter,
+                   WorkflowFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
     search_help_text = "A job id, or text in the task name, unique key or errors."
     date_hierarchy = "enqueued_at"
@@ -68,6 +77,7 @@ class JobAdmin(admin.ModelAdmin):
             "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
             "cancel_detail",
         )}),
+        ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
         ("Payload and result", {"fields": ("payload_json", "result_json")}),
         ("Timings", {"fields": (
@@ -77,8 +87,8 @@ class JobAdmin(admin.ModelAdmin):
     )
     readonly_fields = (
         "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
-        "cancel_detail", "attempts_of_max", "retry_policy", "errors_list", "payload_json",
-        "result_json",
+        "cancel_detail", "workflow", "attempts_of_max", "retry_policy", "errors_list",
+        "payload_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -264,6 +274,10 @@ class JobAdmin(admin.ModelAdmin):
         if job.status == JobStatus.CANCELLED:
             return format_html("by {} at {}, before it started", who, when(job.finished_at))
         return "-"
+
+    @admin.display(description="workflow")
+    def workflow(self, job):
+        return workflow_detail(job, self.admin_site.name)
 
     @admin.display(description="payload")
     def payload_json(self, job):

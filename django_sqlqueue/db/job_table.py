@@ -61,6 +61,13 @@ INDEXES = [
         name="sqlqueue_job_finished",
         condition=Q(finished_at__isnull=False),
     ),
+    # The count of waiting jobs per queue (stats, the dashboard): partial, so only a workflow's
+    # jobs waiting for their parents are in it.
+    models.Index(
+        fields=["queue"],
+        name="sqlqueue_job_waiting",
+        condition=Q(status=JobStatus.WAITING),
+    ),
     # A workflow's jobs (docs/workflows.md): the admin's filter, cancelling a workflow. Partial,
     # so a job outside any workflow adds no entry (MariaDB, which has no partial index, has
     # none: there those reads scan the table).

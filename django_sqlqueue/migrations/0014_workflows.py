@@ -57,6 +57,10 @@ class Migration(migrations.Migration):
             model_name='job',
             index=models.Index(condition=models.Q(('workflow_id__isnull', False)), fields=['workflow_id'], name='sqlqueue_job_workflow'),
         ),
+        AddJobIndex(
+            model_name='job',
+            index=models.Index(condition=models.Q(('status', 'waiting')), fields=['queue'], name='sqlqueue_job_waiting'),
+        ),
         migrations.AddConstraint(
             model_name='job',
             constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'exhausted', 'cancelled', 'expired', 'waiting'])), name='sqlqueue_job_status_valid'),
