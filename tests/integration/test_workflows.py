@@ -213,3 +213,11 @@ def test_the_docs_order_pipeline_compensates_only_after_a_failure():
     drain()
     assert [job.result for job in Job.objects.order_by("pk")] == [
         {"reserved": 42}, {"charged": 42}, {"shipped": 42}, {"nothing to undo": 42}]
+
+
+def test_a_workflow_of_one_job_and_one_of_more_than_an_insert_batch():
+    alone = flow_step.s(tag="alone").enqueue()
+    big = chord([add.s(n, n) for n in range(1001)], add.s(1)).enqueue()  # two insert batches
+    assert statuses(alone) == ["queued"]
+    assert Job.objects.filter(workflow_id=big.id).count() == 1002
+    assert Job.objects.get(pk=big.jobs[-1].pk).parents_pending == 1001
