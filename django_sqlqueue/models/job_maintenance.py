@@ -14,6 +14,7 @@ from ..db.batches import short_transaction
 from ..db.clock import DatabaseNow
 from ..statuses import JobStatus
 from ..workflows.settle import settle
+from .dependency import JobDependency
 
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
@@ -116,13 +117,17 @@ class JobMaintenance:
     def delete_in_batches(self, batch_size=1000, *, progress=None, statement_timeout=None) -> int:
         """Delete this queryset's jobs ``batch_size`` at a time, in id order, each batch its own
         short transaction (a savepoint inside the caller's), so no statement holds locks on many
-        rows for long; ``progress(deleted_so_far)`` is called after each batch. On PostgreSQL
-        each batch's statements may take at most ``statement_timeout`` seconds (None: no limit).
-        Returns how many were deleted."""
+        rows for long, with the workflow edges whose child it deleted; ``progress(deleted_so_far)``
+        is called after each batch. On PostgreSQL each batch's statements may take at most
+        ``statement_timeout`` seconds (None: no limit). Returns how many were deleted."""
         deleted, after = 0, None
         while True:
             with short_transaction(self._write_alias(), statement_timeout):
                 ids = self.delete_batch(batch_size, after=after)
+                if ids:  # the workflow edges of the jobs deleted as children (their parents
+                    # may be gone already): one DELETE by the edges' index on the child
+                    JobDependency.objects.using(self._write_alias()).filter(
+                        child_id__in=ids).delete()
             deleted += len(ids)
             if ids:
                 after = max(ids)

@@ -221,3 +221,14 @@ def test_a_workflow_of_one_job_and_one_of_more_than_an_insert_batch():
     assert statuses(alone) == ["queued"]
     assert Job.objects.filter(workflow_id=big.id).count() == 1002
     assert Job.objects.get(pk=big.jobs[-1].pk).parents_pending == 1001
+
+
+def test_pruning_a_finished_child_deletes_its_edges_not_an_unfinished_childs():
+    flow = chain(add.s(1, 2), add.s(3), add.s(4)).enqueue()
+    (first,) = Job.objects.claim(None, "w")
+    run_job(first)
+    (second,) = Job.objects.claim(None, "w")
+    run_job(second)  # the third is queued: its edge stays while it is unfinished
+    assert Job.objects.filter(pk__in=[first.pk, second.pk]).delete_in_batches() == 2
+    assert list(JobDependency.objects.values_list("child_id", "parent_id")) == [
+        (flow.jobs[2].pk, second.pk)]
