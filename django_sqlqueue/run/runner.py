@@ -144,17 +144,28 @@ def _load_registered_job(job) -> Attempt:
                                                   is_async=task.is_async)
 
 
-def _given_parent_results(job, function, given: str, *, is_async: bool):
-    """``function`` called with its parents' results as first argument: ``"one"``, the first
-    parent's; ``"list"``, all of them in order. Read when the attempt starts, so that a
-    database error there is the attempt's (an interruption), not the loader's."""
+def check_given(job, given) -> None:
+    """InvalidJob unless ``given`` (a payload's ``"parent_results"``) is "one" or "list"."""
     if given not in ("one", "list"):
         raise InvalidJob(f'job {job.pk} has "parent_results": {given!r}; it must be "one" or '
                          '"list".')
 
+
+def parent_results_argument(job, given: str):
+    """The argument a workflow's step is given: its first parent's result (``"one"``) or the
+    list of its parents' results in order (``"list"``); read from the database now."""
+    values = job.parent_results()
+    return (values[0] if values else None) if given == "one" else values
+
+
+def _given_parent_results(job, function, given: str, *, is_async: bool):
+    """``function`` called with its parents' results as first argument: ``"one"``, the first
+    parent's; ``"list"``, all of them in order. Read when the attempt starts, so that a
+    database error there is the attempt's (an interruption), not the loader's."""
+    check_given(job, given)
+
     def results():
-        values = job.parent_results()
-        return (values[0] if values else None) if given == "one" else values
+        return parent_results_argument(job, given)
 
     if is_async:
         async def call_async(*args, **kwargs):

@@ -4,6 +4,6 @@
 workflow in one transaction; ``settle.py`` releases or cancels a job's children when it ends.
 """
 
-from .canvas import EnqueuedWorkflow, Signature, Workflow, chain, chord, group
+from .canvas import EnqueuedWorkflow, Signature, Workflow, chain, chord, group, signature
 
-__all__ = ["EnqueuedWorkflow", "Signature", "Workflow", "chain", "chord", "group"]
+__all__ = ["EnqueuedWorkflow", "Signature", "Workflow", "chain", "chord", "group", "signature"]

@@ -7,7 +7,8 @@ side by side; ``chord(group, callback)`` runs the callback once every job of the
 succeeded, with the list of their results, in the group's order, as its first argument.
 :class:`Workflow` says any graph (a DAG) step by step. ``enqueue()`` inserts every job and every
 edge in one transaction, the caller's if one is open (all of it or nothing);
-``enqueue_on_commit()`` does it when the caller's transaction commits.
+``enqueue_on_commit()`` does it when the caller's transaction commits. A ``django.tasks`` task
+of django-sqlqueue's backend is a step too: ``signature(task, args, kwargs)``.
 """
 
 import uuid
@@ -37,11 +38,11 @@ class Signature:
         self.options = dict(options or {})
         if "unique_key" in self.options:
             raise InvalidWorkflow(
-                f"{task.name}: a workflow's job cannot have a unique_key (a workflow is "
-                "enqueued whole); deduplicate the workflow before enqueueing it instead.")
+                f"{getattr(task, 'name', task)!r}: a workflow's job cannot have a unique_key (a "
+                "workflow is enqueued whole); deduplicate the workflow before enqueueing it.")
 
     def __repr__(self):
-        return f"{self.task.name}.s{self.args!r}"
+        return f"{getattr(self.task, 'name', self.task)}.s{self.args!r}"
 
     def _copy(self, **changes):
         values = {"task": self.task, "args": self.args, "kwargs": self.kwargs,
@@ -62,11 +63,35 @@ class Signature:
     def prepare(self):
         """The unsaved job (validated now, as ``task.prepare`` does)."""
         task = self.task.using(**self.options) if self.options else self.task
-        return task.prepare(*self.args, **self.kwargs)
+        if hasattr(task, "prepare"):  # a @job task
+            return task.prepare(*self.args, **self.kwargs)
+        for accepts, prepare in _preparers:
+            if accepts(task):
+                return prepare(task, self.args, self.kwargs)
+        raise InvalidWorkflow(
+            f"{task!r} is neither a @job task nor a django.tasks task of django-sqlqueue's "
+            "backend: a workflow's steps are jobs of this queue.")
 
     def enqueue(self, *, using=None) -> "EnqueuedWorkflow":
         """A workflow of this one job."""
         return Workflow.of(self).enqueue(using=using)
+
+
+#: How a task of another API becomes an unsaved job: ``(accepts(task), prepare(task, args,
+#: kwargs))``; the django.tasks backend registers its own when it is imported.
+_preparers: list = []
+
+
+def register_preparer(accepts, prepare) -> None:
+    """Let workflows take tasks that ``accepts(task)``, made into jobs by ``prepare``."""
+    _preparers.append((accepts, prepare))
+
+
+def signature(task, args=(), kwargs=None, *, immutable=False) -> Signature:
+    """A step of ``task`` with these arguments, as ``task.s(*args, **kwargs)`` says it for a
+    ``@job`` task (``immutable``: ``task.si``); for a ``django.tasks`` task, which has no
+    ``s()``."""
+    return Signature(task, args, kwargs, immutable=immutable)
 
 
 class _Canvas:
