@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
-from django_sqlqueue.workflows import chord
+from django_sqlqueue.workflows import chain, chord
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +45,11 @@ def test_the_job_list_filters_by_workflow(admin_client):
     assert sorted(job.pk for job in listed) == sorted(job.pk for job in flow.jobs)
     assert len(admin_client.get(url, {"workflow": "any"}).context["cl"].result_list) == 3
     assert list(admin_client.get(url, {"workflow": "not-a-uuid"}).context["cl"].result_list) == []
+
+
+def test_the_cancel_action_cancels_a_waiting_job_and_those_waiting_for_it(admin_client):
+    flow = chain(add.s(1, 2), add.s(3), add.s(4)).enqueue()
+    url = reverse("admin:django_sqlqueue_job_changelist")
+    admin_client.post(url, {"action": "cancel", "_selected_action": [flow.jobs[1].pk]})
+    statuses = dict(Job.objects.values_list("pk", "status"))
+    assert [statuses[job.pk] for job in flow.jobs] == ["queued", "cancelled", "cancelled"]
