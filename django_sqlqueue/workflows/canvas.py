@@ -206,18 +206,19 @@ class Workflow:
         self._nodes.append(_Node(signature, parents, results if parents else None))
         return Step(self, len(self._nodes) - 1)
 
-    def _add_canvas(self, item, parents: list, *, after_group: bool) -> list:
-        """Add ``item`` after ``parents`` (steps); returns the steps that end it."""
+    def _add_canvas(self, item, parents: list, *, after_group: bool) -> tuple:
+        """Add ``item`` after ``parents`` (steps, the end of a group if ``after_group``);
+        returns (the steps that end it, whether they are a group's)."""
         if isinstance(item, Signature):
             results = None if item.immutable or not parents else (LIST if after_group else ONE)
-            return [self.add(item, after=parents, results=results)]
+            return [self.add(item, after=parents, results=results)], False
         if isinstance(item, group):
             return [step for member in item.items
-                    for step in self._add_canvas(member, parents, after_group=after_group)]
-        for member in item.items:  # a chain
-            parents = self._add_canvas(member, parents, after_group=after_group)
-            after_group = isinstance(member, group)
-        return parents
+                    for step in self._add_canvas(member, parents, after_group=after_group)[0]
+                    ], True
+        for member in item.items:  # a chain: each member after the one before
+            parents, after_group = self._add_canvas(member, parents, after_group=after_group)
+        return parents, after_group
 
     def _prepare(self) -> tuple:
         """(workflow id, the unsaved jobs in step order), validated now."""

@@ -232,3 +232,12 @@ def test_pruning_a_finished_child_deletes_its_edges_not_an_unfinished_childs():
     assert Job.objects.filter(pk__in=[first.pk, second.pk]).delete_in_batches() == 2
     assert list(JobDependency.objects.values_list("child_id", "parent_id")) == [
         (flow.jobs[2].pk, second.pk)]
+
+
+def test_a_chain_nested_in_a_chain_and_ending_in_a_group_hands_on_the_list():
+    chain(flow_step.s(tag="a"),
+          chain(flow_step.s(tag="b", expect=["a"]),
+                group(flow_step.s(tag="c", expect=["b"]), flow_step.s(tag="d", expect=["b"]))),
+          flow_step.s(tag="e", expect=[["c", "d"]])).enqueue()
+    assert drain() == ["a", "b", "c", "d", "e"]
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
