@@ -128,7 +128,8 @@ class WorkflowFilter(admin.SimpleListFilter):
             return queryset.filter(workflow_id__isnull=False)
         if self.value():
             try:
-                return queryset.filter(workflow_id=uuid.UUID(self.value()))
-            except ValueError:
-                return queryset.none()
+                workflow_id = uuid.UUID(self.value())
+            except ValueError:  # no workflow has it; none() would break the paginator's plan
+                workflow_id = uuid.UUID(int=0)
+            return queryset.filter(workflow_id=workflow_id)
         return queryset

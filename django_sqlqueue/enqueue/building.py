@@ -125,7 +125,8 @@ def new_job_state() -> dict:
     schedule's tick): the table's database defaults, set here as well so that a prepared Job is
     complete and equal to its row before it is inserted. A new dict each time (``errors`` is a
     list of the job's own)."""
-    return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": []}
+    return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": [],
+            "parents_pending": 0}
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

@@ -241,3 +241,13 @@ def test_a_chain_nested_in_a_chain_and_ending_in_a_group_hands_on_the_list():
           flow_step.s(tag="e", expect=[["c", "d"]])).enqueue()
     assert drain() == ["a", "b", "c", "d", "e"]
     assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
+
+
+def test_a_prepared_job_leaves_no_column_to_its_database_default():
+    """Else the insert could not say it in one statement, and every enqueue would go through
+    bulk_create (enqueue/inserting.py): workflow columns included."""
+    from django.db.models.expressions import DatabaseDefault
+
+    for job in (add.prepare(1, 2), *Workflow.of(chain(add.s(1, 2), add.s(3)))._prepare()[1]):
+        assert not [field.name for field in Job._meta.concrete_fields
+                    if isinstance(getattr(job, field.attname), DatabaseDefault)]
