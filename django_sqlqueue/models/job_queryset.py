@@ -27,7 +27,7 @@ from ..statuses import (
     UNFINISHED_STATUSES,
     JobStatus,
 )
-from ..workflows.settle import settle
+from ..workflows.settle import resume, settle
 from .job_maintenance import JobMaintenance
 
 # CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
@@ -261,7 +261,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         Attempts never go down: a job with none left gets one more (max_attempts = attempts + 1).
         Its error history is kept, and its expiry is cleared so it cannot expire straight away.
-        A job whose unique key another unfinished job holds now is skipped.
+        A job whose unique key another unfinished job holds now is skipped. A workflow's job
+        puts back to ``waiting`` the jobs its end had cancelled (docs/workflows.md).
         """
         now = now or timezone.now()
         taken_keys = self.model.objects.using(self.db).unfinished().filter(
@@ -273,16 +274,25 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             retryable.filter(unique_key__isnull=False).values("unique_key")
             .annotate(newest=Max("pk")).values("newest")
         )
-        return (
+        alias = self._write_alias()
+        picked = (
             self.model.objects.using(self.db)
             .filter(pk__in=retryable.values("pk"))
             .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
-            .update(
+        )
+        with transaction.atomic(using=alias, savepoint=False):
+            # A workflow's job queued again takes back the jobs its end had cancelled (resume).
+            in_workflows = list(picked.filter(workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            count = picked.update(
                 status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
                 lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,
                 max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
             )
-        )
+            if in_workflows:
+                resume(self.model, alias, list(self.model.objects.using(alias).filter(
+                    pk__in=in_workflows, status=JobStatus.QUEUED).values_list("pk", flat=True)))
+        return count
 
     def run_now(self, now=None) -> int:
         """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""

@@ -89,7 +89,7 @@ def _cancel(jobs, doomed: dict, finished: dict, now) -> dict:
         if ids:
             jobs.filter(pk__in=ids, status=JobStatus.WAITING).update(
                 status=JobStatus.CANCELLED, finished_at=now,
-                cancelled_by=f"workflow: parent job {parent} ended {finished[parent]}")
+                cancelled_by=f"{CANCELLED_BY_PARENT}{parent} ended {finished[parent]}")
             cancelled.update(dict.fromkeys(ids, JobStatus.CANCELLED))
     return cancelled
 
@@ -102,3 +102,50 @@ def _wake(alias: str, queues: set) -> None:
             for queue in sorted(queues):
                 cursor.execute(notify_sql(), [notify.CHANNEL, queue])
     notify.wake_in_process_after_commit(alias)
+
+
+#: How ``_cancel`` signs the children it cancels (``cancelled_by``): ``resume`` takes back only
+#: those.
+CANCELLED_BY_PARENT = "workflow: parent job "
+
+
+def resume(model, alias: str, retried: list) -> list:
+    """Put back to ``waiting`` the jobs that the end of ``retried`` (jobs queued again by
+    ``retry_now``, in this transaction) had cancelled, and theirs in turn; returns their ids.
+
+    A child comes back only if it never started (cancelled by this module, not by a person) and
+    no other parent of it ended failed for good without ``run_anyway``: else it stays
+    cancelled (its edges to the retried parents are unresolved all the same). A child that
+    comes back has its ``parents_pending`` counted again from its unresolved edges, under its
+    row lock, so a parent of it finishing at the same moment is counted once, before or after
+    (``settle`` locks the child too)."""
+    jobs = model._default_manager.db_manager(alias)
+    dependencies = apps.get_model("django_sqlqueue", "JobDependency")._default_manager.db_manager(
+        alias)
+    resumed, frontier = [], set(retried)
+    while frontier:
+        edges = list(dependencies.filter(parent_id__in=list(frontier), resolved_at__isnull=False)
+                     .values_list("pk", "child_id"))
+        children = list(jobs.filter(
+            pk__in=sorted({child for _, child in edges}), status=JobStatus.CANCELLED,
+            cancel_requested_at__isnull=True, cancelled_by__startswith=CANCELLED_BY_PARENT,
+        ).order_by("pk").select_for_update().values_list("pk", flat=True))
+        back = []
+        for child in children:
+            failed_elsewhere = dependencies.filter(
+                child_id=child, resolved_at__isnull=False, run_anyway=False,
+            ).exclude(parent_id__in=list(frontier)).exclude(parent__status=JobStatus.SUCCEEDED)
+            if not failed_elsewhere.exists():
+                back.append(child)
+        # Open again for every child cancelled by the cascade, resumed now or not: a retried
+        # parent's next end counts for it again (a child held back by another failed parent
+        # comes back when that one is retried in turn, this parent counted).
+        dependencies.filter(pk__in=[pk for pk, child in edges if child in set(children)]
+                            ).update(resolved_at=None)
+        for child in back:
+            pending = dependencies.filter(child_id=child, resolved_at__isnull=True).count()
+            jobs.filter(pk=child).update(status=JobStatus.WAITING, finished_at=None,
+                                         cancelled_by=None, parents_pending=pending)
+        resumed += back
+        frontier = set(back)
+    return resumed

@@ -251,3 +251,44 @@ def test_a_prepared_job_leaves_no_column_to_its_database_default():
     for job in (add.prepare(1, 2), *Workflow.of(chain(add.s(1, 2), add.s(3)))._prepare()[1]):
         assert not [field.name for field in Job._meta.concrete_fields
                     if isinstance(getattr(job, field.attname), DatabaseDefault)]
+
+
+def test_retrying_a_failed_parent_resumes_the_jobs_its_failure_cancelled():
+    flow = chain(flow_step.using(max_attempts=1).s(tag="a", fail=True),
+                 flow_step.s(tag="b", expect=["a"]), flow_step.s(tag="c", expect=["b"])).enqueue()
+    drain()
+    assert statuses(flow) == ["exhausted", "cancelled", "cancelled"]
+    Job.objects.filter(pk=flow.jobs[0].pk).update(payload={"args": [], "kwargs": {"tag": "a"}})
+    assert Job.objects.filter(pk=flow.jobs[0].pk).retry_now() == 1
+    assert statuses(flow) == ["queued", "waiting", "waiting"]
+    assert {job.cancelled_by for job in Job.objects.filter(workflow_id=flow.id)} == {None}
+    drain()
+    assert statuses(flow) == ["succeeded"] * 3
+
+
+def test_a_child_of_two_failed_parents_comes_back_once_both_are_retried():
+    flow = Workflow()
+    p1 = flow.add(flow_step.using(max_attempts=1).s(tag="p1", fail=True))
+    p2 = flow.add(flow_step.using(max_attempts=1).s(tag="p2", fail=True))
+    flow.add(flow_step.s(tag="child", expect=[["p1", "p2"]]), after=[p1, p2], results="list")
+    made = flow.enqueue()
+    drain()
+    assert statuses(made) == ["exhausted", "exhausted", "cancelled"]
+    for n, job in enumerate(made.jobs[:2], 1):
+        Job.objects.filter(pk=job.pk).update(payload={"args": [], "kwargs": {"tag": f"p{n}"}})
+    Job.objects.filter(pk=made.jobs[0].pk).retry_now()
+    assert statuses(made) == ["queued", "exhausted", "cancelled"]  # p2 still failed
+    Job.objects.filter(pk=made.jobs[1].pk).retry_now()  # p1 not run yet: both count
+    assert statuses(made) == ["queued", "queued", "waiting"]
+    assert Job.objects.get(pk=made.jobs[2].pk).parents_pending == 2
+    drain()
+    assert statuses(made) == ["succeeded"] * 3
+
+
+def test_a_job_cancelled_by_a_person_is_not_resumed_by_its_parents_retry():
+    flow = chain(flow_step.using(max_attempts=1).s(tag="a", fail=True), flow_step.s(tag="b"))
+    made = flow.enqueue()
+    Job.objects.get(pk=made.jobs[1].pk).cancel(by="alice")
+    drain()
+    Job.objects.filter(pk=made.jobs[0].pk).retry_now()
+    assert statuses(made) == ["queued", "cancelled"]
