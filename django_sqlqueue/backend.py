@@ -34,8 +34,16 @@ from django.utils.module_loading import import_string
 from . import backend_checks
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
-from .run.runner import Attempt, OutcomeKind, arguments, register_adapter
+from .run.runner import (
+    Attempt,
+    OutcomeKind,
+    arguments,
+    check_given,
+    parent_results_argument,
+    register_adapter,
+)
 from .statuses import JobStatus
+from .workflows.canvas import register_preparer
 
 logger = logging.getLogger(__name__)
 #: Task names of jobs enqueued through this backend start with this; the rest of the name is the
@@ -50,6 +58,7 @@ STATUS_MAP = {
     JobStatus.EXHAUSTED: TaskResultStatus.FAILED,
     JobStatus.CANCELLED: TaskResultStatus.FAILED,
     JobStatus.EXPIRED: TaskResultStatus.FAILED,
+    JobStatus.WAITING: TaskResultStatus.READY,  # a workflow's, waiting for its parents
 }
 
 
@@ -101,6 +110,16 @@ class SQLQueueBackend(BaseTaskBackend):
             raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
 
     def enqueue(self, task, args, kwargs):
+        from .models import Job
+
+        job = Job.objects.enqueue_prepared(self.prepare_job(task, args, kwargs),
+                                           using=self.database)
+        result = self.task_result(job, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def prepare_job(self, task, args, kwargs):
+        """The unsaved, validated job ``enqueue`` inserts (a workflow's step, too)."""
         backend_checks.require_app(self)
         from .models import Job
 
@@ -114,10 +133,7 @@ class SQLQueueBackend(BaseTaskBackend):
         fields["payload"]["backend"] = self.alias
         if task.run_after is not None:  # so that result.task is the task as enqueued
             fields["payload"]["run_after"] = task.run_after.isoformat()
-        job = Job.objects.enqueue_prepared(Job(**fields), using=self.database)
-        result = self.task_result(job, task)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        return Job(**fields)
 
     def scheduled_job_fields(self, task, args, kwargs, *, queue=None, priority=None) -> dict:
         """The fields of the jobs a periodic schedule of ``task`` enqueues (schedules.py): those
@@ -279,6 +295,12 @@ class DjangoTaskAttempt(Attempt):
         super().__init__(job, task.func, args, kwargs, is_async=iscoroutinefunction(task.func))
 
     def call(self):
+        given = self.job.payload.get("parent_results")  # a workflow's step (workflows/)
+        if given is not None:
+            check_given(self.job, given)
+            at = 1 if self.task.takes_context else 0  # after the context, if it takes one
+            self.args = [*self.args[:at], parent_results_argument(self.job, given),
+                         *self.args[at:]]
         if self.is_async:
             # As Task.call does (async_to_sync), with the runner's wrapper that cancels the
             # task when the job is cancelled.
@@ -326,3 +348,6 @@ def load_attempt(job) -> DjangoTaskAttempt:
 
 
 register_adapter(DJANGO_TASK_PREFIX, load_attempt)
+register_preparer(
+    lambda task: isinstance(task, Task) and isinstance(task.get_backend(), SQLQueueBackend),
+    lambda task, args, kwargs: task.get_backend().prepare_job(task, args, kwargs))

@@ -103,3 +103,8 @@ class JobCancelled(SQLQueueError):
 class InvalidQueueLimit(SQLQueueError, ValueError):
     """A queue limit is not a whole number of 0 or more, a rate period is not above 0, or a key
     weight is not a number above 0."""
+
+
+class InvalidWorkflow(InvalidJob):
+    """A workflow (chain, group, chord, Workflow) is empty, names a step of another workflow,
+    or gives a job an option a workflow's job cannot have (a unique key)."""

@@ -16,6 +16,7 @@ from .conf import QueueSettings, get_settings
 from .enqueue import building, on_commit
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
+from .workflows.canvas import Signature
 
 _tasks: dict = {}
 
@@ -75,6 +76,15 @@ class Task:
     async def aenqueue_on_commit(self, *args, **kwargs):
         """``enqueue_on_commit`` for async code."""
         return await sync_to_async(self.enqueue_on_commit, thread_sensitive=True)(*args, **kwargs)
+
+    def s(self, *args, **kwargs) -> Signature:
+        """A signature of this task, a step of a workflow: ``chain(a.s(1), b.s())``. In a
+        chain it gets the result of the step before as its first argument."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args, **kwargs) -> Signature:
+        """An immutable signature: a step of a workflow given no parent's result."""
+        return Signature(self, args, kwargs, immutable=True)
 
 
 @functools.cache

@@ -11,10 +11,16 @@ class JobStatus(models.TextChoices):
     EXHAUSTED = "exhausted", "Exhausted"  # final: failed with no attempts left, or aborted
     CANCELLED = "cancelled", "Cancelled"  # final: cancelled before it ran
     EXPIRED = "expired", "Expired"  # final: not started before expires_at
+    # In a workflow, until every parent has succeeded (docs/workflows.md): not ready, so not in
+    # the ready indexes at all; the outcome write of its last parent queues it.
+    WAITING = "waiting", "Waiting for its parents"
 
 
 READY_STATUSES = (JobStatus.QUEUED, JobStatus.FAILED)
-UNFINISHED_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
+#: The statuses in which a job holds its unique key (the partial unique index of migration 0001,
+#: MariaDB's generated column of 0012). A workflow's jobs have no unique key.
+KEY_HOLDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
+UNFINISHED_STATUSES = (*KEY_HOLDING_STATUSES, JobStatus.WAITING)
 FINISHED_STATUSES = (
     JobStatus.SUCCEEDED, JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
 )

@@ -52,7 +52,7 @@ RUN_NOW = Operation(
 )
 CANCEL = Operation(
     "cancel", "cancel", "cancelled",
-    (*READY_STATUSES, JobStatus.RUNNING),
+    (*READY_STATUSES, JobStatus.WAITING, JobStatus.RUNNING),
     "only jobs that have not finished can be cancelled",
     "they finished meanwhile, or were running and already asked to stop",
     records_who=True,

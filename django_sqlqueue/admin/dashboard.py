@@ -46,7 +46,7 @@ STATES = {
     snapshot.SCHEDULED: ("Scheduled", "#93b4e6",
                          {"status__exact": JobStatus.QUEUED, "due": "later"}),
     **{str(status): (status_label(status), STATUS_COLOURS[status], {"status__exact": status})
-       for status in (JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED,
+       for status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED,
                       JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED)},
 }
 
@@ -127,6 +127,8 @@ class Column:
 QUEUE_COLUMNS = [
     Column("Queued, due", lambda c: c.counts["queued"], "queued and due now"),
     Column("Scheduled", lambda c: c.counts[snapshot.SCHEDULED], "queued with a future run-at"),
+    Column("Waiting", lambda c: c.counts["waiting"], "a workflow's jobs waiting for their "
+           "parents"),
     Column("Running", lambda c: c.counts["running"]),
     Column("Failed, will retry", lambda c: c.counts[JobStatus.FAILED]),
     Column("Lag", lambda c: c.lag_text,

@@ -19,11 +19,12 @@ STATUS_COLOURS = {
     JobStatus.EXHAUSTED: "#d1344b",
     JobStatus.CANCELLED: "#7d8590",
     JobStatus.EXPIRED: "#8a6d3b",
+    JobStatus.WAITING: "#8e7cc3",
 }
 #: The order statuses are listed in: the life of a job, problems last.
 STATUS_ORDER = [
-    JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED,
-    JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
+    JobStatus.WAITING, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED,
+    JobStatus.FAILED, JobStatus.EXHAUSTED, JobStatus.CANCELLED, JobStatus.EXPIRED,
 ]
 
 

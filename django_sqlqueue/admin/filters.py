@@ -6,6 +6,8 @@ table on every page view. The queue and task filters here offer the values of th
 value selected now. An older queue is one click away from the dashboard, which lists every queue.
 """
 
+import uuid
+
 from django.contrib import admin
 from django.db.models import Q
 from django.utils import timezone
@@ -120,4 +122,28 @@ class CancelFilter(admin.SimpleListFilter):
             return queryset.cancelled_while_running()
         if self.value() == "before_start":
             return queryset.filter(status="cancelled", cancel_requested_at__isnull=True)
+        return queryset
+
+
+class WorkflowFilter(admin.SimpleListFilter):
+    """Jobs of one workflow (the job page links here), or of any (docs/workflows.md)."""
+
+    title = "workflow"
+    parameter_name = "workflow"
+
+    def lookups(self, request, model_admin):
+        choices = [("any", "In any workflow")]
+        if self.value() not in (None, "any"):
+            choices.append((self.value(), self.value()))
+        return choices
+
+    def queryset(self, request, queryset):
+        if self.value() == "any":
+            return queryset.filter(workflow_id__isnull=False)
+        if self.value():
+            try:
+                workflow_id = uuid.UUID(self.value())
+            except ValueError:  # no workflow has it; none() would break the paginator's plan
+                workflow_id = uuid.UUID(int=0)
+            return queryset.filter(workflow_id=workflow_id)
         return queryset

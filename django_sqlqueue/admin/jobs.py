@@ -38,8 +38,10 @@ from .filters import (
     QueueFilter,
     TagFilter,
     TaskFilter,
+    WorkflowFilter,
 )
 from .paginator import EstimatedCountPaginator
+from .workflow_detail import workflow_detail
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
 DETAIL_ACTIONS = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
@@ -60,7 +62,7 @@ class JobAdmin(admin.ModelAdmin):
     )
     list_display_links = ("id", "task")
     list_filter = ("status", DueFilter, QueueFilter, TaskFilter, TagFilter, HasErrorsFilter,
-                   CancelFilter)
+                   CancelFilter, WorkflowFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
     search_help_text = ("A job id, tag:NAME for the jobs with that tag, or text in the task "
                         "name, unique key or errors.")
@@ -77,6 +79,7 @@ class JobAdmin(admin.ModelAdmin):
             "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
             "tags_list", "worker_detail", "cancel_detail",
         )}),
+        ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
         ("Payload and result", {"fields": ("payload_json", "metadata_json", "result_json")}),
         ("Timings", {"fields": (
@@ -86,8 +89,8 @@ class JobAdmin(admin.ModelAdmin):
     )
     readonly_fields = (
         "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
-        "tags_list", "worker_detail", "cancel_detail", "attempts_of_max", "retry_policy",
-        "errors_list", "payload_json", "metadata_json", "result_json",
+        "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
+        "retry_policy", "errors_list", "payload_json", "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -276,6 +279,10 @@ class JobAdmin(admin.ModelAdmin):
         if job.status == JobStatus.CANCELLED:
             return format_html("by {} at {}, before it started", who, when(job.finished_at))
         return "-"
+
+    @admin.display(description="workflow")
+    def workflow(self, job):
+        return workflow_detail(job, self.admin_site.name)
 
     @admin.display(description="payload")
     def payload_json(self, job):

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.lookups import GreaterThan
 
-from ..statuses import READY_STATUSES, UNFINISHED_STATUSES, JobStatus
+from ..statuses import KEY_HOLDING_STATUSES, READY_STATUSES, JobStatus
 
 MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
 
@@ -105,6 +105,21 @@ INDEXES = [
         name="sqlqueue_job_unique_slots",
         condition=Q(unique_slot__isnull=False),
     ),
+    # The count of waiting jobs per queue (stats, the dashboard): partial, so only a workflow's
+    # jobs waiting for their parents are in it.
+    models.Index(
+        fields=["queue"],
+        name="sqlqueue_job_waiting",
+        condition=Q(status=JobStatus.WAITING),
+    ),
+    # A workflow's jobs (docs/workflows.md): the admin's filter, cancelling a workflow. Partial,
+    # so a job outside any workflow adds no entry (MariaDB, which has no partial index, has
+    # none: there those reads scan the table).
+    models.Index(
+        fields=["workflow_id"],
+        name="sqlqueue_job_workflow",
+        condition=Q(workflow_id__isnull=False),
+    ),
 ]
 #: The job table's constraints: rows inserted by SQL are checked by the database too.
 CONSTRAINTS = [
@@ -112,7 +127,7 @@ CONSTRAINTS = [
     models.UniqueConstraint(
         fields=["unique_key"],
         name="sqlqueue_job_unique_key",
-        condition=Q(status__in=UNFINISHED_STATUSES, unique_key__isnull=False),
+        condition=Q(status__in=KEY_HOLDING_STATUSES, unique_key__isnull=False),
     ),
     # At most one job per unique slot among the jobs that hold theirs (SLOT_HELD): a unique key
     # with chosen statuses, or with a period (the slot names the key's period), docs/api.md.

@@ -146,8 +146,11 @@ class MariaDBDriver(DatabaseDriver):
 
     # ---- inserting new jobs -----------------------------------------------------------------
 
-    def document_type(self, field) -> str:
-        return DOCUMENT_TYPES[field.get_internal_type()]
+    def document_type(self, field) -> str | None:
+        """None for a type the document cannot carry (a UUID, such as a workflow's id): only a
+        value shared by the whole batch, a parameter, is sent for it (``document_value``
+        sends per-job values of such a type through bulk_create)."""
+        return DOCUMENT_TYPES.get(field.get_internal_type())
 
     def document_value(self, column):
         """A time as the backend writes it (UTC, without an offset: its DATETIME has none), the

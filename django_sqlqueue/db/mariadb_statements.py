@@ -25,8 +25,8 @@ from django.conf import settings
 from ..statuses import (
     INTERRUPTION_FINAL,
     INTERRUPTION_RUNS_AGAIN,
+    KEY_HOLDING_STATUSES,
     READY_STATUSES,
-    UNFINISHED_STATUSES,
     JobStatus,
 )
 from .job_table import UNIQUE_STATE_BITS
@@ -86,7 +86,7 @@ def add_generated_columns() -> str:
     10.6, though not transactional): a failed run leaves the table as it was and can run again.
     """
     ready = ", ".join(f"'{status}'" for status in READY_STATUSES)
-    unfinished = ", ".join(f"'{status}'" for status in UNFINISHED_STATUSES)
+    unfinished = ", ".join(f"'{status}'" for status in KEY_HOLDING_STATUSES)
     parts = [
         f"ADD COLUMN `{READY_COLUMN}` TINYINT AS "
         f"(CASE WHEN `status` IN ({ready}) THEN 1 END) PERSISTENT",

@@ -22,7 +22,7 @@ from ..conf import QueueSettings, get_settings
 from ..db.instances import new_instance
 from ..db.job_table import unique_states_mask
 from ..exceptions import InvalidUniqueKey
-from ..statuses import UNFINISHED_STATUSES, JobStatus
+from ..statuses import KEY_HOLDING_STATUSES, JobStatus
 from . import validation
 
 #: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
@@ -46,7 +46,7 @@ _OWN_CHECKS = {
     "unique_states": validation.unique_states, "unique_period": validation.unique_period,
     "tags": validation.tags, "metadata": validation.metadata,
 }
-_UNFINISHED_MASK = unique_states_mask(UNFINISHED_STATUSES)
+_UNFINISHED_MASK = unique_states_mask(KEY_HOLDING_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,8 @@ def new_job_state() -> dict:
     schedule's tick): the table's database defaults, set here as well so that a prepared Job is
     complete and equal to its row before it is inserted. A new dict each time (``errors`` is a
     list of the job's own)."""
-    return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": []}
+    return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": [],
+            "parents_pending": 0}
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

@@ -12,6 +12,7 @@ from ..conf import QUEUE_NAME_RE
 from ..db.job_table import (  # the same priority range as django.tasks
     MAX_PRIORITY,
     MIN_PRIORITY,
+    UNIQUE_STATE_BITS,
     unique_states_mask,
 )
 from ..exceptions import (
@@ -25,7 +26,7 @@ from ..exceptions import (
     InvalidTags,
     InvalidUniqueKey,
 )
-from ..statuses import UNFINISHED_STATUSES, JobStatus
+from ..statuses import KEY_HOLDING_STATUSES, JobStatus
 
 UNIQUE_KEY_MAX_LENGTH = 255
 #: Tags: how many a job may have, and how long each may be.
@@ -265,17 +266,18 @@ def unique_states(value) -> int | None:
             f"'succeeded']), not {value!r}.")
     statuses = set()
     for status in value:
-        if status not in JobStatus.values:
+        if status not in UNIQUE_STATE_BITS:  # every status but a workflow's "waiting"
             raise InvalidUniqueKey(
-                f"unique_states has {status!r}, which is not a job status: use some of "
-                f"{', '.join(JobStatus.values)}.")
+                f"unique_states has {status!r}, which is not a status a unique job can have: "
+                f"use some of {', '.join(UNIQUE_STATE_BITS)}.")
         statuses.add(JobStatus(status))
-    missing = [status.value for status in UNFINISHED_STATUSES if status not in statuses]
+    missing = [status.value for status in KEY_HOLDING_STATUSES if status not in statuses]
     if missing:
         raise InvalidUniqueKey(
-            f"unique_states must include every unfinished status ({', '.join(UNFINISHED_STATUSES)})"
-            f"; add {', '.join(missing)}. It chooses which finished statuses still hold the key.")
-    if statuses == set(UNFINISHED_STATUSES):
+            "unique_states must include every unfinished status "
+            f"({', '.join(KEY_HOLDING_STATUSES)}); add {', '.join(missing)}. It chooses which "
+            "finished statuses still hold the key.")
+    if statuses == set(KEY_HOLDING_STATUSES):
         return None
     return unique_states_mask(statuses)
 

@@ -9,6 +9,7 @@ COLUMNS = (
     ("QUEUE", "the queue's name"),
     ("QUEUED", "queued and due now"),
     ("SCHEDULED", "queued with a future run_at"),
+    ("WAITING", "a workflow's job waiting for its parents"),
     ("RUNNING", "claimed by a worker"),
     ("RETRYING", "an attempt failed; waiting for the next"),
     ("EXHAUSTED", "failed for good (in the table now)"),
@@ -40,7 +41,8 @@ def lines(snap) -> list[str]:
         if queue.lag_seconds is not None and "queued" in snap.estimated:
             lag = f">{lag}"
         rows.append([
-            queue.name, count("queued"), count("scheduled"), count("running"), count("failed"),
+            queue.name, count("queued"), count("scheduled"), count("waiting"), count("running"),
+            count("failed"),
             count("exhausted"), lag + (" !" if queue.unserved else ""),
             f"{queue.per_minute_rate(RATE_MINUTES):.1f}",
             str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),

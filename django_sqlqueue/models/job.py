@@ -9,6 +9,7 @@ from ..conf import QueueSettings
 from ..db import job_table
 from ..run import outcomes
 from ..statuses import FINISHED_STATUSES, JobStatus
+from .dependency import parent_results
 from .job_queryset import JobQuerySet
 
 #: The built-in settings: the database defaults of the columns (not the project's SQLQUEUE).
@@ -91,6 +92,11 @@ class Job(models.Model):
     # The OpenTelemetry context of the enqueue ({"traceparent": ...}), which the run's span links
     # to (tracing.py); NULL without tracing, or in rows inserted by hand.
     trace_context = models.JSONField(null=True, blank=True, editable=False)
+    # Workflows (docs/workflows.md): the workflow the job belongs to (NULL: none, as for every
+    # job enqueued alone), and how many of its parents (JobDependency) have not finished yet;
+    # a waiting job is queued when that reaches 0 (workflows/settle.py).
+    workflow_id = models.UUIDField(null=True, blank=True, editable=False)
+    parents_pending = models.PositiveIntegerField(db_default=0, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -158,6 +164,22 @@ class Job(models.Model):
             self.refresh_from_db(fields=["status", "finished_at", "cancel_requested_at",
                                          "cancelled_by"])
         return applied
+
+    # ---- workflows (docs/workflows.md) ----------------------------------------------------
+    def parent_results(self) -> list:
+        """The results of this job's parents in a workflow, in their order (a chord's group
+        order), as stored: None for a parent that did not succeed (a dependency that runs
+        anyway) or that was pruned."""
+        return parent_results(self)
+
+    def parents(self):
+        """This job's parents in a workflow, in their order."""
+        return Job.objects.using(self._state.db).filter(child_links__child=self).order_by(
+            "child_links__position")
+
+    def children(self):
+        """The jobs that wait for this one in a workflow."""
+        return Job.objects.using(self._state.db).filter(parent_links__parent=self).order_by("pk")
 
     @property
     def cancel_requested(self) -> bool:

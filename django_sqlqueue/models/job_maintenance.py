@@ -13,6 +13,8 @@ from ..db import ops, returning
 from ..db.batches import short_transaction
 from ..db.clock import DatabaseNow
 from ..statuses import JobStatus
+from ..workflows.settle import settle
+from .dependency import JobDependency
 
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
@@ -35,7 +37,16 @@ class JobMaintenance:
             due = self.model.objects.using(self._write_alias()).in_ready_status().filter(
                 pk__in=picked, expires_at__lte=at
             )
-        return due.update(status=JobStatus.EXPIRED, finished_at=now or DatabaseNow())
+        alias = self._write_alias()
+        with transaction.atomic(using=alias, savepoint=False):
+            # A workflow's jobs that expire cancel the jobs waiting for them (settle).
+            in_workflows = list(due.filter(workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            count = due.update(status=JobStatus.EXPIRED, finished_at=now or DatabaseNow())
+            if in_workflows:
+                settle(self.model, alias, dict(self.model.objects.using(alias).filter(
+                    pk__in=in_workflows, status=JobStatus.EXPIRED).values_list("pk", "status")))
+        return count
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
         """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
@@ -76,6 +87,9 @@ class JobMaintenance:
                 self.model, picked_sql=picked_sql, picked_params=picked_params, now=now,
                 error_type=WORKER_LOST_TYPE, reason=reason,
                 message_limit=get_settings().MAX_TRACEBACK_CHARS))
+            ended = {pk: status for pk, status in rescued if status != JobStatus.QUEUED}
+            if ended:  # at max_interruptions: its workflow's waiting jobs are cancelled
+                settle(self.model, alias, ended)
             if rescued and signals.has_receivers(signals.job_rescued, self.model):
                 self._send_rescued([pk for pk, _ in rescued], alias, reason)
         return len(rescued)
@@ -103,13 +117,17 @@ class JobMaintenance:
     def delete_in_batches(self, batch_size=1000, *, progress=None, statement_timeout=None) -> int:
         """Delete this queryset's jobs ``batch_size`` at a time, in id order, each batch its own
         short transaction (a savepoint inside the caller's), so no statement holds locks on many
-        rows for long; ``progress(deleted_so_far)`` is called after each batch. On PostgreSQL
-        each batch's statements may take at most ``statement_timeout`` seconds (None: no limit).
-        Returns how many were deleted."""
+        rows for long, with the workflow edges whose child it deleted; ``progress(deleted_so_far)``
+        is called after each batch. On PostgreSQL each batch's statements may take at most
+        ``statement_timeout`` seconds (None: no limit). Returns how many were deleted."""
         deleted, after = 0, None
         while True:
             with short_transaction(self._write_alias(), statement_timeout):
                 ids = self.delete_batch(batch_size, after=after)
+                if ids:  # the workflow edges of the jobs deleted as children (their parents
+                    # may be gone already): one DELETE by the edges' index on the child
+                    JobDependency.objects.using(self._write_alias()).filter(
+                        child_id__in=ids).delete()
             deleted += len(ids)
             if ids:
                 after = max(ids)

@@ -4,7 +4,7 @@
 import datetime as dt
 
 from asgiref.sync import sync_to_async
-from django.db import connections, models, router
+from django.db import connections, models, router, transaction
 from django.db.models import Case, Exists, F, Max, OuterRef, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -29,6 +29,7 @@ from ..statuses import (
     UNFINISHED_STATUSES,
     JobStatus,
 )
+from ..workflows.settle import resume, settle
 from .job_maintenance import JobMaintenance
 
 # CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
@@ -231,18 +232,37 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
     def cancel(self, now=None, *, by=None) -> int:
         """Cancel the jobs of this queryset that have not finished; returns how many.
 
-        Jobs that have not started (queued, or failed and waiting for a retry) are cancelled at
-        once (``finished_at`` = now). Running jobs are asked to stop: ``cancel_requested_at`` is
-        set now, their status stays ``running`` until their worker stops the attempt, and then
-        (or if the worker is lost) it becomes ``cancelled``; they never run again. A running job
-        already asked is not counted again. ``by`` says who asked (``cancelled_by``; the admin
-        gives the user name). One UPDATE, so a job claimed meanwhile is asked to stop rather
-        than missed; on PostgreSQL it also wakes the workers (NOTIFY) to learn of it at once.
+        Jobs that have not started (queued, waiting for their workflow's parents, or failed and
+        waiting for a retry) are cancelled at once (``finished_at`` = now), and so are the jobs
+        of their workflows that wait for them (docs/workflows.md). Running jobs are asked to
+        stop: ``cancel_requested_at`` is set now, their status stays ``running`` until their
+        worker stops the attempt, and then (or if the worker is lost) it becomes ``cancelled``;
+        they never run again. A running job already asked is not counted again. ``by`` says who
+        asked (``cancelled_by``; the admin gives the user name). One UPDATE, so a job claimed
+        meanwhile is asked to stop rather than missed; on PostgreSQL it also wakes the workers
+        (NOTIFY) to learn of it at once.
         """
         now = now or timezone.now()
         alias = self._write_alias()
-        ready = Q(status__in=READY_STATUSES)
-        changed = self.filter(
+        ready = Q(status__in=(*READY_STATUSES, JobStatus.WAITING))
+        with transaction.atomic(using=alias, savepoint=False):
+            # A workflow's jobs cancelled now cancel the jobs waiting for them (settle).
+            in_workflows = list(self.filter(ready, workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            changed = self._cancel(ready, now, by)
+            if in_workflows:
+                settle(self.model, alias, dict(
+                    self.model.objects.using(alias).filter(
+                        pk__in=in_workflows, status=JobStatus.CANCELLED
+                    ).values_list("pk", "status")))
+        if changed and sends_notify(connections[alias]):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
+        return changed
+
+    def _cancel(self, ready, now, by) -> int:
+        """cancel's UPDATE: ``ready`` jobs cancelled now, running ones asked to stop."""
+        return self.filter(
             ready | Q(status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
         ).update(
             finished_at=Case(When(ready, then=Value(now)), default=F("finished_at"),
@@ -256,10 +276,6 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             # (PostgreSQL and SQLite: every one sees the row as it was).
             status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
         )
-        if changed and sends_notify(connections[alias]):
-            with connections[alias].cursor() as cursor:
-                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
-        return changed
 
     def cancelling(self):
         """Running jobs asked to stop, whose worker has not stopped them yet."""
@@ -275,7 +291,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         Attempts never go down: a job with none left gets one more (max_attempts = attempts + 1).
         Its error history is kept, and its expiry is cleared so it cannot expire straight away.
         A job whose unique key another unfinished job holds now is skipped, as is one whose
-        unique slot another job holds (``unique_states``).
+        unique slot another job holds (``unique_states``). A workflow's job puts back to
+        ``waiting`` the jobs its end had cancelled (docs/workflows.md).
         """
         now = now or timezone.now()
         jobs = self.model.objects.using(self.db)
@@ -293,16 +310,25 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             retryable.filter(unique_slot__isnull=False).values("unique_slot")
             .annotate(newest=Max("pk")).values("newest")
         )
-        return (
+        alias = self._write_alias()
+        picked = (
             jobs.filter(pk__in=retryable.values("pk"))
             .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
             .filter(Q(unique_slot__isnull=True) | Q(pk__in=newest_per_slot))
-            .update(
+        )
+        with transaction.atomic(using=alias, savepoint=False):
+            # A workflow's job queued again takes back the jobs its end had cancelled (resume).
+            in_workflows = list(picked.filter(workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            count = picked.update(
                 status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
                 lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,
                 max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
             )
-        )
+            if in_workflows:
+                resume(self.model, alias, list(self.model.objects.using(alias).filter(
+                    pk__in=in_workflows, status=JobStatus.QUEUED).values_list("pk", flat=True)))
+        return count
 
     def run_now(self, now=None) -> int:
         """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""

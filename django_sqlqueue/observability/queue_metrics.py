@@ -37,8 +37,8 @@ class QueueMetricsCollector:
 
         now = database_now(self.alias)
         jobs = GaugeMetricFamily("sqlqueue_jobs", "Unfinished jobs by status (queued, failed: "
-                                 "waiting for a retry, running).", labels=["queue", "task",
-                                                                           "status"])
+                                 "waiting for a retry, running, waiting: a workflow's job "
+                                 "waiting for its parents).", labels=["queue", "task", "status"])
         ready = GaugeMetricFamily("sqlqueue_jobs_ready", "Jobs due to run now and waiting for a "
                                   "worker (queued or failed, run_at passed).",
                                   labels=["queue", "task"])
@@ -58,9 +58,10 @@ class QueueMetricsCollector:
             ready.add_metric(key, count)
             oldest = oldest_due.get(key)
             lag.add_metric(key, max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
-        for row in self._running():
-            queues.add(row["queue"])
-            jobs.add_metric([row["queue"], row["task_name"], JobStatus.RUNNING], row["jobs"])
+        for status in (JobStatus.RUNNING, JobStatus.WAITING):
+            for row in self._in_status(status):
+                queues.add(row["queue"])
+                jobs.add_metric([row["queue"], row["task_name"], status], row["jobs"])
         yield from (jobs, ready, lag)
         yield from self._workers(now, queues)
         yield from self._autoscale()
@@ -82,8 +83,10 @@ class QueueMetricsCollector:
                           oldest_due=Min("run_at", filter=due))
                 .order_by())
 
-    def _running(self):
-        return (Job.objects.using(self.alias).running().values("queue", "task_name")
+    def _in_status(self, status):
+        """Jobs of ``status`` by queue and task: running ones (the index of leases) or a
+        workflow's waiting ones (the index sqlqueue_job_waiting) only."""
+        return (Job.objects.using(self.alias).filter(status=status).values("queue", "task_name")
                 .annotate(jobs=Count("pk")).order_by())
 
     def _workers(self, now, queues):

@@ -36,9 +36,10 @@ from .replica import ReplicaState, replica_state
 
 SCHEDULED = "scheduled"
 #: Every state counted, in the order shown: the life of a job, problems last. "queued" is due
-#: now; "scheduled" is queued with a future run_at.
-STATES = ("queued", SCHEDULED, "running", "succeeded", "failed", "exhausted", "cancelled",
-          "expired")
+#: now; "scheduled" is queued with a future run_at; "waiting", a workflow's job whose parents
+#: have not all finished (docs/workflows.md).
+STATES = ("queued", SCHEDULED, "waiting", "running", "succeeded", "failed", "exhausted",
+          "cancelled", "expired")
 FINISHED_STATES = tuple(str(status) for status in FINISHED_STATUSES)
 EXACT_LIMIT = 200_000
 SAMPLE_ROWS = 20_000
@@ -172,6 +173,10 @@ def _read(alias: str, now: dt.datetime) -> Snapshot:
             snap.lag_seconds = max((now - oldest).total_seconds(), 0.0)
     for name, n in jobs.running().values_list("queue").annotate(n=Count("pk")).order_by():
         queue(name).counts["running"] += n
+    # Exact: the partial index sqlqueue_job_waiting holds only waiting jobs.
+    for name, n in (jobs.filter(status=JobStatus.WAITING).values_list("queue")
+                    .annotate(n=Count("pk")).order_by()):
+        queue(name).counts["waiting"] += n
     estimated = ((("queued", SCHEDULED, "failed") if estimate_waiting else ())
                  + (FINISHED_STATES if estimate_finished else ()))
 

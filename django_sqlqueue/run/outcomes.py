@@ -13,7 +13,7 @@ import datetime as dt
 import traceback as tb
 from typing import NamedTuple
 
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from .. import signals
@@ -23,6 +23,7 @@ from ..db.pieces import OutcomeRow
 from ..enqueue import validation
 from ..exceptions import InvalidSchedule
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
+from ..workflows.settle import settle
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
 
@@ -126,7 +127,16 @@ def write(changes: list, alias: str) -> set:
                    change.run_at, change.finished_at, change.give_back, change.interrupted)
         for job, change in changes
     ])
-    written = dict(returning.fetch(connection, statement, params))  # id -> the status written
+    in_workflows = {job.pk for job, _ in changes if job.workflow_id is not None}
+    if in_workflows:
+        # A workflow's job: its children are released (or cancelled) in the same transaction
+        # as its final status (workflows/settle.py). Other batches never come here.
+        with transaction.atomic(using=alias):
+            written = dict(returning.fetch(connection, statement, params))
+            settle(model, alias, {pk: status for pk, status in written.items()
+                                  if pk in in_workflows})
+    else:
+        written = dict(returning.fetch(connection, statement, params))  # id -> status written
     for job, change in changes:
         if job.pk in written:
             job.status = written[job.pk]

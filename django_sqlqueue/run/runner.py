@@ -133,10 +133,14 @@ def _load_registered_job(job) -> Attempt:
     """The adapter of ``@job`` functions: only names registered in this process run."""
     task = get_task(job.task_name)
     args, kwargs = arguments(job)
+    function = task.func
+    given = job.payload.get("parent_results")  # a workflow's step (workflows/canvas.py)
+    if given is not None:
+        function = _given_parent_results(job, function, given, is_async=task.is_async)
     sender = type(job)
     signalled = (signals.has_receivers(signals.job_started, sender)
                  or signals.has_receivers(signals.job_finished, sender))
-    return (JobAttempt if signalled else Attempt)(job, task.func, args, kwargs,
+    return (JobAttempt if signalled else Attempt)(job, function, args, kwargs,
                                                   is_async=task.is_async)
 
 
@@ -151,6 +155,38 @@ def runs_on_loop(job) -> bool:
         return get_task(job.task_name).is_async
     except Exception:  # noqa: BLE001 - see above
         return False
+
+def check_given(job, given) -> None:
+    """InvalidJob unless ``given`` (a payload's ``"parent_results"``) is "one" or "list"."""
+    if given not in ("one", "list"):
+        raise InvalidJob(f'job {job.pk} has "parent_results": {given!r}; it must be "one" or '
+                         '"list".')
+
+
+def parent_results_argument(job, given: str):
+    """The argument a workflow's step is given: its first parent's result (``"one"``) or the
+    list of its parents' results in order (``"list"``); read from the database now."""
+    values = job.parent_results()
+    return (values[0] if values else None) if given == "one" else values
+
+
+def _given_parent_results(job, function, given: str, *, is_async: bool):
+    """``function`` called with its parents' results as first argument: ``"one"``, the first
+    parent's; ``"list"``, all of them in order. Read when the attempt starts, so that a
+    database error there is the attempt's (an interruption), not the loader's."""
+    check_given(job, given)
+
+    def results():
+        return parent_results_argument(job, given)
+
+    if is_async:
+        async def call_async(*args, **kwargs):
+            return await function(await sync_to_async(results)(), *args, **kwargs)
+        return call_async
+
+    def call(*args, **kwargs):
+        return function(results(), *args, **kwargs)
+    return call
 
 
 def _load(job) -> Attempt:

@@ -54,11 +54,13 @@ def test_the_view_serves_waiting_and_running_jobs_ready_depth_and_lag(scrape):
     JobFactory(running=True)
     JobFactory.create_batch(5, succeeded=True)  # finished: the workers' counters tell those
     JobFactory(task_name=EMAIL, queue="emails", scheduled=True)
+    JobFactory.create_batch(2, status=JobStatus.WAITING)  # a workflow's: not ready, not queued
     samples = scrape()
     assert samples[("sqlqueue_jobs", labels(queue="default", task=ADD, status="queued"))] == 4
     assert samples[("sqlqueue_jobs", labels(queue="default", task=ADD, status="failed"))] == 1
     assert samples[("sqlqueue_jobs", labels(queue="default", task=ADD, status="running"))] == 1
     assert samples[("sqlqueue_jobs", labels(queue="emails", task=EMAIL, status="queued"))] == 1
+    assert samples[("sqlqueue_jobs", labels(queue="default", task=ADD, status="waiting"))] == 2
     assert not any(dict(key)["status"] == JobStatus.SUCCEEDED
                    for name, key in samples if name == "sqlqueue_jobs")
     # Ready: the due ones of queued and failed together; the scheduled job is not.

@@ -9,6 +9,7 @@ from django.db import connection
 
 from django_sqlqueue import snapshot
 from django_sqlqueue.models import Job, ThroughputCount, ThroughputCursor
+from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.maintenance import Maintenance
 from django_sqlqueue.worker.maintenance.rollup import Rollup, RollupConfig
 from django_sqlqueue.worker.maintenance.steps import InvalidStepConfig
@@ -37,9 +38,11 @@ def test_states_scheduled_apart_from_due_and_the_lag():
     JobFactory(cancelled=True, run_at=ago(minutes=3))
     JobFactory(expired=True, run_at=ago(minutes=3))
     JobFactory(stale=True, run_at=ago(hours=1), queue="old")  # past expires_at: never due
+    JobFactory(status=JobStatus.WAITING, run_at=ago(minutes=3))  # a workflow's, never due
     queues = by_name(snapshot.take(now=NOW))
     default = queues["default"]
-    assert default.counts == {"queued": 2, "scheduled": 1, "running": 0, "succeeded": 0,
+    assert default.counts == {"queued": 2, "scheduled": 1, "waiting": 1, "running": 0,
+                              "succeeded": 0,
                               "failed": 1, "exhausted": 0, "cancelled": 1, "expired": 1}
     assert default.lag_seconds == pytest.approx(90)
     assert default.oldest_due_at == ago(seconds=90)

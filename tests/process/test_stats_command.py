@@ -13,6 +13,7 @@ import time
 import pytest
 from django.utils import timezone
 
+from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, WorkerFactory
 from tests.process.conftest import ROOT
 
@@ -40,6 +41,7 @@ def queues():
     JobFactory.create_batch(2, succeeded=True, run_at=now - dt.timedelta(minutes=2))
     JobFactory(exhausted=True, run_at=now - dt.timedelta(minutes=3))
     JobFactory(queue="emails", run_at=now - dt.timedelta(seconds=30))
+    JobFactory(status=JobStatus.WAITING, run_at=now - dt.timedelta(minutes=9))  # not lag
     WorkerFactory(queues=["default"], concurrency=4)
 
 
@@ -48,11 +50,11 @@ def test_a_table_per_queue(db_url, queues):
     assert done.returncode == 0, done.stderr
     head, columns, default, emails, *notes = done.stdout.splitlines()
     assert "1 live worker, 4 slots" in head
-    assert columns.split() == ["QUEUE", "QUEUED", "SCHEDULED", "RUNNING", "RETRYING",
+    assert columns.split() == ["QUEUE", "QUEUED", "SCHEDULED", "WAITING", "RUNNING", "RETRYING",
                                "EXHAUSTED", "LAG", "DONE/MIN", "1H", "FAILED", "1H", "WORKERS"]
     cells = default.split()
-    assert cells[:6] == ["default", "2", "1", "1", "1", "1"]
-    assert cells[6:8] == ["5", "m"]  # lag
+    assert cells[:7] == ["default", "2", "1", "1", "1", "1", "1"]
+    assert cells[7:9] == ["5", "m"]  # lag
     assert cells[-4:] == ["0.6", "3", "1", "1"]  # 3 jobs over 5 minutes; 3 in the hour, 1 failed
     assert emails.split()[:2] == ["emails", "1"] and emails.split()[-1] == "0"
     assert "!" in emails
@@ -70,7 +72,8 @@ def test_json_for_scripts(db_url, queues):
     assert (scaling["desired_processes"], scaling["live_processes"], scaling["live_slots"],
             scaling["busy_share"], scaling["due"], scaling["running"]) == (2, 1, 4, 0.25, 3, 1)
     default, emails = document["queues"]
-    assert default["counts"] == {"queued": 2, "scheduled": 1, "running": 1, "succeeded": 2,
+    assert default["counts"] == {"queued": 2, "scheduled": 1, "waiting": 1, "running": 1,
+                                 "succeeded": 2,
                                  "failed": 1, "exhausted": 1, "cancelled": 0, "expired": 0}
     assert 290 < default["lag_seconds"] < 400
     assert default["throughput"]["1h"] == {"succeeded": 2, "exhausted": 1, "cancelled": 0,

@@ -132,6 +132,17 @@ def with_context(context, x):
     return {"attempt": context.attempt, "id": context.task_result.id, "x": x}
 
 
+@task
+def total(values, label=""):
+    """A chord's callback (tests/tasks_backend/test_backend_workflows.py)."""
+    return {"label": label, "sum": sum(values)}
+
+
+@task(takes_context=True)
+def total_with_context(context, values):
+    return [context.task_result.id, sum(values)]
+
+
 @task(backend="immediate")
 def immediate_add(a, b):
     return a + b

@@ -289,3 +289,28 @@ async def async_blocks_loop(seconds=2.0):
     """Blocks the event loop: a synchronous sleep in an async job."""
     time.sleep(seconds)
     return "blocked"
+
+
+@job(name="tests.flow_step")
+def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
+    """A workflow's step (tests/integration/test_workflows.py, tests/process/test_workflow_race.py,
+    tests/chaos/test_workflow_kills.py): records its run (a Run row, as ``timed``), fails with
+    ``fail``, checks what it received from its parents against ``expect`` (an Abort if it
+    differs), sleeps ``sleep_ms`` and returns its ``tag``."""
+    import os
+    import time
+
+    from django.utils import timezone
+
+    from .models import Run
+
+    job = current_job()
+    run = Run.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by or "",
+                             pid=os.getpid(), key=tag[:100], started_at=timezone.now())
+    if fail:
+        raise RuntimeError(f"{tag} fails")
+    if expect is not None and list(received) != expect:
+        raise Abort(f"{tag} received {list(received)!r}, expected {expect!r}")
+    time.sleep(sleep_ms / 1000)
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+    return tag

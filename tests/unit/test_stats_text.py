@@ -23,11 +23,11 @@ def snap(estimated=()):
 def test_exact_counts_are_plain():
     head, _, row = lines(snap())
     assert head == "2030-01-01 03:00:00 UTC  1 live worker, 8 slots"
-    assert row.split()[:7] == ["default", "900000", "0", "0", "0", "40", "2"]
+    assert row.split()[:8] == ["default", "900000", "0", "0", "0", "0", "40", "2"]
 
 
 def test_estimates_are_marked():
     *_, row, note = lines(snap(estimated=("queued", "scheduled", "failed", "exhausted")))
-    assert row.split()[:8] == ["default", "~900000", "~0", "0", "~0", "~40", ">2", "h"]
+    assert row.split()[:9] == ["default", "~900000", "~0", "0", "0", "~0", "~40", ">2", "h"]
     assert note == ("~ estimated from a sample of the table (counted exactly up to 200,000 "
                     "jobs); > the lag is at least this")

@@ -1,0 +1,9 @@
+"""Workflows: jobs that wait for other jobs (docs/workflows.md).
+
+``canvas.py`` builds them (``chain``, ``group``, ``chord``, ``Workflow``) and enqueues a whole
+workflow in one transaction; ``settle.py`` releases or cancels a job's children when it ends.
+"""
+
+from .canvas import EnqueuedWorkflow, Signature, Workflow, chain, chord, group, signature
+
+__all__ = ["EnqueuedWorkflow", "Signature", "Workflow", "chain", "chord", "group", "signature"]
