@@ -89,11 +89,11 @@ class AddJobConstraint(_Concurrently, migrations.AddConstraint):
         prefix = "CREATE UNIQUE INDEX "
         if not create.startswith(prefix):  # only a partial unique constraint is an index
             raise ValueError(f"AddJobConstraint builds unique indexes, not: {create}")
-        schema_editor.execute(prefix + "CONCURRENTLY " + create.removeprefix(prefix))
+        schema_editor.execute(prefix + "CONCURRENTLY " + create.removeprefix(prefix), params=None)
 
     def drop(self, schema_editor, model):
         name = schema_editor.quote_name(self.constraint.name)
-        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", params=None)
 
 
 def _invalid_index_exists(schema_editor, name: str) -> bool:

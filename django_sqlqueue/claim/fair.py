@@ -113,9 +113,10 @@ def _pick_among(connection, model, row, clock, keys, room, key_room) -> list:
         wanted = {key: count for key, count in given.items() if count > len(rows.get(key, ()))}
         if not wanted:
             break
+        statement, params = ops(connection).ready_ids_by_key(
+            model, queue=row.name, wanted=wanted, now=db_clock)
         with connection.cursor() as cursor:
-            cursor.execute(*ops(connection).ready_ids_by_key(
-                model, queue=row.name, wanted=wanted, now=db_clock))
+            cursor.execute(statement, params)
             found = in_claim_order(model, cursor.fetchall())
         for key in wanted:
             rows[key] = []
@@ -133,17 +134,17 @@ def _window(connection, model, queue, after) -> tuple[list, str | None]:
     key ``after``, wrapping round; None: from the first), and the key the next window starts
     after (None: from the first again)."""
     driver = ops(connection)
+    first = (driver.ready_keys(model, queue=queue, unkeyed=True, limit=FAIR_KEYS_PER_CLAIM)
+             if after is None else
+             driver.ready_keys(model, queue=queue, after=after, limit=FAIR_KEYS_PER_CLAIM))
     with connection.cursor() as cursor:
-        if after is None:
-            cursor.execute(*driver.ready_keys(model, queue=queue, unkeyed=True,
-                                              limit=FAIR_KEYS_PER_CLAIM))
-        else:
-            cursor.execute(*driver.ready_keys(model, queue=queue, after=after,
-                                              limit=FAIR_KEYS_PER_CLAIM))
+        statement, params = first
+        cursor.execute(statement, params)
         keys = [key for key, in cursor.fetchall()]
         if after is not None and len(keys) < FAIR_KEYS_PER_CLAIM:  # the end: wrap round
-            cursor.execute(*driver.ready_keys(model, queue=queue, unkeyed=True,
-                                              limit=FAIR_KEYS_PER_CLAIM - len(keys)))
+            statement, params = driver.ready_keys(model, queue=queue, unkeyed=True,
+                                                  limit=FAIR_KEYS_PER_CLAIM - len(keys))
+            cursor.execute(statement, params)
             seen = set(keys)
             keys += [key for key, in cursor.fetchall() if key not in seen]
     return keys, (keys[-1] if len(keys) == FAIR_KEYS_PER_CLAIM else None)

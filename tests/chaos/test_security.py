@@ -178,10 +178,19 @@ SQL_ASSEMBLY = {
 # "v.column3") and the job's row ("job." or the quoted table); ``again``, a condition of quoted
 # columns; ``READY_LIST`` and ``JobStatus``, status constants.
 _DRIVERS = SQL_ASSEMBLY.pop("sql.py") | {"self", "value", "job", "again", "READY_LIST",
-                                         "JobStatus"}
+                                         "JobStatus",
+                                         # The limited claim's reads by key (keyed_reads.py): a
+                                         # part's number in a UNION ALL (an int from range).
+                                         "n",
+                                         # Issue 30: the tags index's name, a constant.
+                                         "TAGS_INDEX"}
 SQL_ASSEMBLY.update({f"db/{name}.py": _DRIVERS
-                     for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb")})
-SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
+                     for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb",
+                                  "keyed_reads")})
+# Issue 30, fairness: MariaDB's ready_keys: the driver's ready_prefix (quoted names), the key
+# column (key, quoted) and its test (first: "> %s", "> ''" or "IS NOT NULL").
+SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py") | {
+    "ready_prefix", "key", "first"}
 
 
 def _pieces(node):

@@ -130,7 +130,10 @@ def test_bulk_enqueue_refuses_slots():
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"unique_states": "succeeded"}, "must be a list of statuses"),
-    ({"unique_states": ["queued", "done"]}, "'done', which is not a job status"),
+    ({"unique_states": ["queued", "done"]}, "'done', which is not a status a unique job can"),
+    # A workflow's "waiting" job holds no unique key (docs/workflows.md).
+    ({"unique_states": ["queued", "running", "failed", "waiting"]},
+     "'waiting', which is not a status a unique job can"),
     ({"unique_states": ["succeeded"]}, "add queued, running, failed"),
     ({"unique_period": 0}, "more than zero"),
     ({"unique_period": 0.5}, "1 second or more"),
