@@ -51,6 +51,37 @@ def check_database(app_configs=None, databases=None, **kwargs):
     ]
 
 
+def migrations_problem(alias: str) -> str | None:
+    """What ``alias`` lacks of this app's migrations, as one line naming ``manage.py migrate``;
+    None if every one is applied. Reads Django's migration table (absent: nothing applied)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[alias])
+    app = "django_sqlqueue"
+    leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == app]
+    missing = [migration.name for migration, _ in executor.migration_plan(leaves)
+               if migration.app_label == app]
+    if not missing:
+        return None
+    which = missing[0] if len(missing) == 1 else f"{missing[0]} to {missing[-1]}"
+    option = "" if alias == "default" else f" --database {alias}"
+    return (f"the jobs database {alias!r} lacks {len(missing)} of django_sqlqueue's migrations "
+            f"({which}): run `python manage.py migrate{option}` first.")
+
+
+@checks.register(checks.Tags.database)
+def check_migrations(app_configs=None, databases=None, **kwargs):
+    """The jobs database has this app's tables. A warning, not an error: ``migrate`` runs the
+    database checks before it migrates."""
+    from .models import Job
+
+    alias = router.db_for_write(Job)
+    if databases is None or alias not in databases:
+        return []
+    problem = migrations_problem(alias)
+    return [] if problem is None else [checks.Warning(problem, id="sqlqueue.W002")]
+
+
 @checks.register(checks.Tags.compatibility)
 def check_listen_database(app_configs=None, **kwargs):
     """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""

@@ -7,13 +7,16 @@ import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import router
 
-from ... import registry
+from ... import checks, registry
+from ...models import Job
 from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
+from ...worker.resilience import call_with_retry
 from ...worker.supervisor import Supervisor
 
 
@@ -77,6 +80,8 @@ class Command(BaseCommand):
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
+        if not config.supervised:  # a supervisor's children: it checked already
+            self._require_migrations(config)
         if config.queues and not config.supervised:
             self._warn_about_queues_no_task_uses(config.queues)
         # The supervisor's, or the only process's; a supervised child never serves.
@@ -96,6 +101,15 @@ class Command(BaseCommand):
             self.stdout.flush()
             os.execv(sys.executable, _this_command())
         sys.exit(code)
+
+    def _require_migrations(self, config):
+        """A database without the tables (``migrate`` forgotten): one line that says so, at once,
+        rather than a worker that retries a missing table or dies of it with a traceback."""
+        alias = config.database or router.db_for_write(Job)
+        problem = call_with_retry(functools.partial(checks.migrations_problem, alias),
+                                  alias=alias, what="reading the applied migrations")
+        if problem is not None:
+            raise CommandError(problem[0].upper() + problem[1:])
 
     def _warn_about_queues_no_task_uses(self, queues):
         """A typo in -q would otherwise idle without a word."""
