@@ -17,6 +17,10 @@ from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
 
 _tasks: dict = {}
+_UNREAD = object()
+#: What other task queues call ``enqueue`` (Celery, RQ, Dramatiq, huey): a hint, not an alias.
+_OTHER_QUEUES_METHODS = frozenset({"delay", "apply_async", "send", "send_with_options",
+                                   "schedule", "s", "si"})
 
 
 class Task:
@@ -28,6 +32,7 @@ class Task:
         self.options = options
         self.is_async = inspect.iscoroutinefunction(func)
         self._job_defaults = None  # see job_defaults()
+        self._signature = _UNREAD  # see signature()
         functools.update_wrapper(self, func)
 
     def __repr__(self):
@@ -36,10 +41,32 @@ class Task:
     def __call__(self, *args, **kwargs):
         return self.func(*args, **kwargs)
 
+    def __getattr__(self, name):
+        # Only for attributes the task does not have.
+        if name in _OTHER_QUEUES_METHODS:
+            raise AttributeError(
+                f"{self.name} is a django-sqlqueue task: it has no .{name}(); call "
+                f".enqueue(*args, **kwargs) (or .enqueue_on_commit(...), or .using(delay=...)"
+                ".enqueue(...) for later)."
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def signature(self) -> inspect.Signature | None:
+        """The function's signature, which enqueue binds the arguments to; None if Python
+        cannot read it (some C functions). Read once."""
+        if self._signature is _UNREAD:
+            try:
+                self._signature = inspect.signature(self.func)
+            except (TypeError, ValueError):
+                self._signature = None
+        return self._signature
+
     def using(self, **options) -> "Task":
         """A copy of this task with other enqueue options, e.g. ``task.using(delay=60)``."""
         check_option_names(options, allowed=ENQUEUE_OPTIONS, where="Task.using()")
-        return Task(self.func, self.name, {**self.options, **options})
+        task = Task(self.func, self.name, {**self.options, **options})
+        task._signature = self._signature
+        return task
 
     def job_defaults(self) -> building.JobDefaults:
         """This task's options, checked at the first call and again only when the settings

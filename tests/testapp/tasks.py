@@ -156,3 +156,9 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job
+def takes_anything(*args, **kwargs):
+    """Any arguments: for tests of the payload itself (enqueue binds a call to its function)."""
+    return {"args": list(args), "kwargs": kwargs}
