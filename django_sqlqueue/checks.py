@@ -1,5 +1,8 @@
 """System checks (``manage.py check``): settings and database support."""
 
+import difflib
+
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
@@ -17,6 +20,31 @@ def check_settings(app_configs=None, **kwargs):
         # One line that names the key and what to change: the message says both.
         return [checks.Error(str(exc), id="sqlqueue.E001")]
     return []
+
+
+@checks.register(checks.Tags.compatibility)
+def check_setting_name(app_configs=None, **kwargs):
+    """A misspelt ``SQLQUEUE`` (``SQL_QUEUE``, ``SQLQUEUES``...) would be ignored in silence."""
+    near = near_misses(dir(settings))
+    return [checks.Warning(
+        f"settings.{name} is not read by django-sqlqueue: did you mean SQLQUEUE?",
+        hint=f"Rename {name} to SQLQUEUE.", id="sqlqueue.W003",
+    ) for name in near]
+
+
+def near_misses(names) -> list:
+    """The setting names among ``names`` that look like ``SQLQUEUE`` but are not it."""
+    found = []
+    for name in names:
+        if name == "SQLQUEUE" or not name.isupper():
+            continue
+        squeezed = name.replace("_", "")
+        # Its letters in order (SQL_QUEUE, SQLQUEUES, DJANGO_SQLQUEUE), or a typo after "SQLQ"
+        # (SQLQEUE); not any other queue's setting (SQS_QUEUE, RQ_QUEUES).
+        if "SQLQUE" in squeezed or (squeezed.startswith("SQLQ") and difflib.SequenceMatcher(
+                None, squeezed, "SQLQUEUE").ratio() >= 0.85):
+            found.append(name)
+    return sorted(found)
 
 
 def database_problem(alias: str) -> str | None:

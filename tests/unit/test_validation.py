@@ -5,6 +5,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from io import StringIO
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -389,6 +390,22 @@ def test_bad_settings_raise_improperly_configured_and_fail_the_check(settings, s
         call_command("check")
     assert "sqlqueue.E001" in str(check.value)
     assert expected[0] in str(check.value)
+
+
+@pytest.mark.parametrize("name", ["SQL_QUEUE", "SQLQUEUES", "SQLQEUE", "DJANGO_SQLQUEUE"])
+def test_a_misspelt_sqlqueue_setting_is_a_warning_naming_it(settings, name):
+    setattr(settings, name, {"MAX_ATTEMPTS": 9})
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert (f"(sqlqueue.W003) settings.{name} is not read by django-sqlqueue: did you mean "
+            f"SQLQUEUE?\n\tHINT: Rename {name} to SQLQUEUE.") in out.getvalue()
+
+
+def test_other_queues_settings_are_not_taken_for_a_misspelt_sqlqueue(settings):
+    settings.SQS_QUEUE, settings.RQ_QUEUES = "jobs", {"default": {}}
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert "sqlqueue.W003" not in out.getvalue()
 
 
 def test_valid_settings_pass_the_check_and_apply(settings):
