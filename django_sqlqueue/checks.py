@@ -111,6 +111,25 @@ def check_migrations(app_configs=None, databases=None, **kwargs):
 
 
 @checks.register(checks.Tags.compatibility)
+def check_database_options(app_configs=None, **kwargs):
+    """The jobs database's settings have the options we recommend for it (SQLite's WAL, timeout
+    and IMMEDIATE transactions); read from the settings, without connecting."""
+    from .models import Job
+
+    alias = router.db_for_write(Job)
+    missing = ops(connections[alias]).missing_options()
+    if not missing:
+        return []
+    return [checks.Warning(
+        f"the jobs database {alias!r} lacks the recommended OPTIONS {', '.join(missing)}: "
+        "without them an enqueue or a claim behind another process's write fails with "
+        "'database is locked'.",
+        hint=f"Add them to DATABASES[{alias!r}]['OPTIONS'] (docs/getting-started.md#sqlite).",
+        id="sqlqueue.W004",
+    )]
+
+
+@checks.register(checks.Tags.compatibility)
 def check_listen_database(app_configs=None, **kwargs):
     """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""
     from .conf import get_settings

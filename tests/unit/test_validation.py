@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.db import connection
 from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
@@ -406,6 +407,35 @@ def test_other_queues_settings_are_not_taken_for_a_misspelt_sqlqueue(settings):
     out = StringIO()
     call_command("check", stderr=out)
     assert "sqlqueue.W003" not in out.getvalue()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's options")
+@pytest.mark.parametrize("options, missing", [
+    ({}, ['"init_command": "PRAGMA journal_mode=WAL;"', '"timeout": 20',
+          '"transaction_mode": "IMMEDIATE"']),  # startproject's settings
+    ({"init_command": "PRAGMA journal_mode = wal", "timeout": 5},
+     ['"transaction_mode": "IMMEDIATE"']),
+    ({"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20, "transaction_mode": "IMMEDIATE"},
+     []),
+])
+def test_sqlite_without_the_recommended_options_is_a_warning_naming_them(
+        settings, monkeypatch, options, missing):
+    settings.SILENCED_SYSTEM_CHECKS = []
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    out = StringIO()
+    call_command("check", stderr=out)
+    if missing:
+        assert (f"(sqlqueue.W004) the jobs database 'default' lacks the recommended OPTIONS "
+                f"{', '.join(missing)}: ") in out.getvalue()
+    else:
+        assert "sqlqueue.W004" not in out.getvalue()
+
+
+def test_the_options_warning_is_for_sqlite_only(settings):
+    settings.SILENCED_SYSTEM_CHECKS = []
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert ("sqlqueue.W004" in out.getvalue()) == (connection.vendor == "sqlite")
 
 
 def test_valid_settings_pass_the_check_and_apply(settings):
