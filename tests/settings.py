@@ -96,10 +96,6 @@ if VENDOR == "sqlite":
     # docs/getting-started.md recommends (and sqlqueue.W004 asks for): the default transaction
     # mode is the one to hold working too. tests/unit/test_validation.py tests the warning.
     SILENCED_SYSTEM_CHECKS += ["sqlqueue.W004"]
-if VENDOR == "mariadb":
-    # Django warns that MariaDB has no partial indexes; migration 0012 gives the job table its
-    # stand-ins (docs/databases.md says to silence these two as well).
-    SILENCED_SYSTEM_CHECKS += ["models.W036", "models.W037"]
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
