@@ -5,6 +5,7 @@ into this registry, never a dotted path to import. A row naming ``os.system`` th
 "not registered" instead of running it.
 """
 
+import difflib
 import functools
 import inspect
 
@@ -168,8 +169,20 @@ def get_task(name: str) -> Task:
         raise UnknownTask(
             f"task {name!r} is not registered in this process: decorate it with "
             "@django_sqlqueue.job in a module that is imported at start-up (an installed app's "
-            "tasks.py or jobs.py is imported automatically), and deploy workers with the same code."
+            "tasks.py or jobs.py is imported automatically), and deploy workers with the same "
+            f"code. {_renamed_hint(name)}"
         ) from None
+
+
+def _renamed_hint(name) -> str:
+    """A row's name is the function's at enqueue time: a function moved or renamed since
+    leaves its queued jobs naming the old one."""
+    tail = str(name).rpartition(".")[2]
+    same_tail = sorted(other for other in _tasks if other.rpartition(".")[2] == tail)
+    close = same_tail or difflib.get_close_matches(str(name), sorted(_tasks), n=1, cutoff=0.8)
+    moved = f" (is it {close[0]!r} now?)" if close else ""
+    return (f"If the function was moved or renamed{moved}, keep its old name with "
+            f"@job(name={name!r}) so that the jobs queued under it still run.")
 
 
 def resolve(task) -> Task:

@@ -167,6 +167,17 @@ def test_unregistered_task_name_is_refused():
     assert "not registered" in message
 
 
+def test_a_moved_task_s_name_points_to_job_name():
+    """Jobs queued before send_email moved from shop/tasks.py name its old place."""
+    message = refused(UnknownTask, task="shop.tasks.send_email")
+    assert message.endswith(
+        "If the function was moved or renamed (is it 'tests.testapp.tasks.send_email' now?), "
+        "keep its old name with @job(name='shop.tasks.send_email') so that the jobs queued "
+        "under it still run.")
+    assert "@job(name='tests.testapp.tasks.send_mail')" in refused(
+        UnknownTask, task="tests.testapp.tasks.send_mail")
+
+
 def test_dotted_path_of_a_real_function_is_not_a_task():
     message = refused(UnknownTask, task="os.system", args=["true"])
     assert "'os.system'" in message
