@@ -65,3 +65,15 @@ def test_the_dashboard_shows_paused_queues_and_limits(client):
     assert ">paused<" in emails
     default = page[page.index(">default<"):]
     assert "5 starts per 1 s" in default[:default.index("</tr>")]
+
+
+def test_the_list_says_it_holds_only_queues_given_a_pause_or_a_limit(client):
+    """With jobs in two queues and no Queue row, the page says "0 queues": it says why."""
+    add.enqueue(1, 1)
+    send_email.enqueue("x@example.com")
+    client.force_login(make_staff("viewer", "view_queue", "view_job"))
+    page = client.get(LIST).content.decode()
+    assert "0 queues" in page
+    assert ("Only the queues given a pause or a limit are listed here; every other queue runs "
+            "freely. Every queue with jobs is on the <a href=\"/admin/django_sqlqueue/job/"
+            "dashboard/\">queue dashboard</a>.") in page
