@@ -97,10 +97,11 @@ def migrations_problem(alias: str) -> str | None:
             f"({which}): run `python manage.py migrate{option}` first.")
 
 
-@checks.register(checks.Tags.database)
+@checks.register(checks.Tags.database, deploy=True)
 def check_migrations(app_configs=None, databases=None, **kwargs):
-    """The jobs database has this app's tables. A warning, not an error: ``migrate`` runs the
-    database checks before it migrates."""
+    """The jobs database has this app's tables: ``check --deploy --database default``. A
+    deployment check, as ``migrate`` runs the database checks (not those) before it migrates:
+    it would tell everyone who runs it to run it."""
     from .models import Job
 
     alias = router.db_for_write(Job)

@@ -127,7 +127,14 @@ def test_a_worker_on_an_unmigrated_database_says_to_migrate_and_exits(
         r"CommandError: The jobs database 'jobs' lacks \d+ of django_sqlqueue's migrations "
         r"\(0001_initial to 0\d+_\w+\): run `python manage.py migrate --database jobs` first\.",
         line), line
-    # And `manage.py check --database` warns of the same.
-    done = subprocess.run([sys.executable, "-m", "django", "check", "--database", "jobs"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # And `manage.py check --deploy --database` warns of the same; migrate, which runs the
+    # database checks first, does not tell its user to run it.
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check", "--deploy", "--database", "jobs"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert "(sqlqueue.W002) the jobs database 'jobs' lacks " in done.stderr, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "django_sqlqueue", "--database", "jobs",
+         "--fake"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "sqlqueue.W002" not in done.stdout + done.stderr, (
+        done.stdout + done.stderr)
