@@ -31,7 +31,7 @@ from ..observability import snapshot
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
-from .display import STATUS_COLOURS, seconds_text, status_label
+from .display import BREADCRUMBS_AS_LIST, STATUS_COLOURS, seconds_text, status_label
 
 REFRESH_SECONDS = 5
 LAG_WARNING_SECONDS = 60
@@ -229,6 +229,7 @@ def _context(model_admin, request) -> dict:
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),
         "data_url": reverse("admin:django_sqlqueue_job_dashboard_data", current_app=site.name),
         "refresh_seconds": REFRESH_SECONDS,
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
     }
 
 

@@ -1,6 +1,6 @@
 """Every admin page of the app, in a real browser at 1366 x 768 with the admin's navigation
 sidebar open (as a first visit shows it): nothing scrolls sideways (no page, no list in its
-box), and no link is drawn
+box), the breadcrumbs look like Django's, and no link is drawn
 narrower than its words (the app page's "Monitor and fix" links once came one letter per line).
 Chromium as in tests/admin/test_browser.py (same markers, same fixture); each page's screenshot
 is left in the test's temporary directory."""
@@ -77,6 +77,11 @@ def test_every_page_of_the_app_fits_1366_pixels_with_the_sidebar_open(
         if scroll > width:
             problems.append(f"{name} ({url}) is {scroll}px wide in a {width}px window")
         problems += [f"{name}: the link {link}" for link in browser.execute_script(BROKEN_LINKS)]
+        # Breadcrumbs in the markup this Django styles (an <ol> from 6.1, a <div> before).
+        if browser.execute_script(
+                "return getComputedStyle(document.querySelector('.breadcrumbs'))"
+                ".backgroundColor;") in ("rgba(0, 0, 0, 0)", "transparent"):
+            problems.append(f"{name}: its breadcrumbs are not styled")
         # A list too wide for its box scrolls inside it (Django's .results), its last columns
         # out of sight.
         box = browser.execute_script(
