@@ -5,7 +5,7 @@ module, including ones Django imports before the app registry is ready.
 """
 
 from .context import current_job
-from .enqueue.on_commit import enqueue_on_commit
+from .enqueue.on_commit import aenqueue_on_commit, enqueue_on_commit
 from .exceptions import Abort, Reschedule
 from .registry import job
 from .schedules.declare import schedule
@@ -13,5 +13,6 @@ from .schedules.declare import schedule
 __version__ = "0.1.0"
 
 __all__ = [
-    "Abort", "Reschedule", "__version__", "current_job", "enqueue_on_commit", "job", "schedule",
+    "Abort", "Reschedule", "__version__", "aenqueue_on_commit", "current_job", "enqueue_on_commit",
+    "job", "schedule",
 ]

@@ -162,3 +162,21 @@ def check_listen_database(app_configs=None, **kwargs):
             id="sqlqueue.W001",
         )]
     return []
+
+
+@checks.register(checks.Tags.compatibility)
+def check_read_database(app_configs=None, **kwargs):
+    """SQLQUEUE["READ_DATABASE"] names an alias of DATABASES."""
+    from .conf import get_settings
+
+    try:
+        target = get_settings().READ_DATABASE
+    except ImproperlyConfigured:
+        return []  # sqlqueue.E001 says why
+    if target is not None and target not in connections:
+        return [checks.Error(
+            f"SQLQUEUE['READ_DATABASE'] {target!r} is not in settings.DATABASES.",
+            hint="Name the alias of a replica of the jobs database (docs/topology.md).",
+            id="sqlqueue.E004",
+        )]
+    return []

@@ -61,6 +61,11 @@ class QueueSettings:
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
     CANCEL_GRACE_SECONDS: float = 10.0
+    # Async jobs (``async def``) each worker process runs at once on its event loop, beside its
+    # --concurrency threads for sync jobs (docs/async-jobs.md); 0: async jobs run on the threads.
+    ASYNC_CONCURRENCY: int = 100
+    # An async job that blocks the event loop this long is logged by name (a warning).
+    ASYNC_BLOCK_WARNING_SECONDS: float = 0.5
     # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
     POLL_INTERVAL_SECONDS: float = 1.0
     # A worker whose claims (from the front of claim order) took longer than this, three in a
@@ -87,6 +92,11 @@ class QueueSettings:
     # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
     # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
     LISTEN_DATABASE: str | None = None
+    # Alias of DATABASES (a replica of the jobs database) that the admin's dashboard, manage.py
+    # stats and the metrics view read from, showing how far behind it is. None: the dashboard and
+    # the metrics view read where the database routers send reads of Job (db_for_read), stats
+    # from the jobs database. Writes and the claim never use it (docs/topology.md).
+    READ_DATABASE: str | None = None
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
     # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
     # intervals, so a dead leader is replaced within about that.
@@ -107,6 +117,12 @@ class QueueSettings:
     # Finished jobs are deleted this long after they finished (None: keep them).
     KEEP_SUCCEEDED_SECONDS: float | None = 7 * 24 * 3600.0
     KEEP_FAILED_SECONDS: float | None = 30 * 24 * 3600.0  # exhausted, cancelled, expired
+    # runworker --autoscale MIN:MAX (docs/autoscaling.md): more processes once the oldest due job
+    # has waited longer than AUTOSCALE_TARGET_WAIT_SECONDS; one process fewer after slots sat idle
+    # for AUTOSCALE_COOLDOWN_SECONDS; the supervisor measures every AUTOSCALE_INTERVAL_SECONDS.
+    AUTOSCALE_TARGET_WAIT_SECONDS: float = 5.0
+    AUTOSCALE_COOLDOWN_SECONDS: float = 60.0
+    AUTOSCALE_INTERVAL_SECONDS: float = 2.0
     # Largest accepted payload (args and kwargs as JSON), so a mistake cannot bloat the table.
     MAX_PAYLOAD_BYTES: int = 1_000_000
     # Longest traceback kept per failed attempt.
@@ -114,6 +130,10 @@ class QueueSettings:
     # Modules imported from every installed app at start-up, so their @job functions register.
     TASK_MODULES: tuple = ("tasks", "jobs")
 
+
+#: Async jobs at once per worker process, at most: past a few thousand, one loop's scheduling
+#: and the one ORM thread their database calls share are the limit; run more processes.
+MAX_ASYNC_CONCURRENCY = 10_000
 
 _TYPES = {
     "DEFAULT_QUEUE": (str,),
@@ -126,6 +146,8 @@ _TYPES = {
     "LEASE_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
     "CANCEL_GRACE_SECONDS": (int, float),
+    "ASYNC_CONCURRENCY": (int,),
+    "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
     "POLL_INTERVAL_SECONDS": (int, float),
     "SLOW_CLAIM_SECONDS": (int, float, type(None)),
     "FULL_CLAIM_INTERVAL_SECONDS": (int, float),
@@ -133,6 +155,7 @@ _TYPES = {
     "NOTIFY_PER_SECOND": (int, float, type(None)),
     "CLAIMERS_PER_NOTIFY": (int, type(None)),
     "LISTEN_DATABASE": (str, type(None)),
+    "READ_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
     "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS": (int, float, type(None)),
@@ -140,6 +163,9 @@ _TYPES = {
     "SCHEDULER_INTERVAL_SECONDS": (int, float),
     "KEEP_SUCCEEDED_SECONDS": (int, float, type(None)),
     "KEEP_FAILED_SECONDS": (int, float, type(None)),
+    "AUTOSCALE_TARGET_WAIT_SECONDS": (int, float),
+    "AUTOSCALE_COOLDOWN_SECONDS": (int, float),
+    "AUTOSCALE_INTERVAL_SECONDS": (int, float),
     "MAX_PAYLOAD_BYTES": (int,),
     "MAX_TRACEBACK_CHARS": (int,),
     "TASK_MODULES": (list, tuple),
@@ -218,13 +244,18 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "CANCEL_GRACE_SECONDS"):
         if getattr(conf, key) < 0:
             problems.append(f"{key} must not be negative")
+    if not 0 <= conf.ASYNC_CONCURRENCY <= MAX_ASYNC_CONCURRENCY:
+        problems.append(f"ASYNC_CONCURRENCY must be from 0 (async jobs on the threads) to "
+                        f"{MAX_ASYNC_CONCURRENCY:,}")
+    if conf.ASYNC_BLOCK_WARNING_SECONDS <= 0:
+        problems.append("ASYNC_BLOCK_WARNING_SECONDS must be positive")
     if conf.MIN_RETRY_DELAY_SECONDS > conf.MAX_RETRY_DELAY_SECONDS:
         problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
-                "FULL_CLAIM_INTERVAL_SECONDS"):
+                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:
@@ -233,6 +264,9 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "MAINTENANCE_STATEMENT_TIMEOUT_SECONDS"):
         if getattr(conf, key) is not None and getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive or None")
+    for key in ("AUTOSCALE_TARGET_WAIT_SECONDS", "AUTOSCALE_COOLDOWN_SECONDS"):
+        if getattr(conf, key) < 0:
+            problems.append(f"{key} must not be negative")
     if conf.SLOW_CLAIM_SECONDS is not None and conf.SLOW_CLAIM_SECONDS < 0:
         problems.append("SLOW_CLAIM_SECONDS must not be negative; None turns bounded claims off")
     if conf.NOTIFY_PER_SECOND is not None and conf.NOTIFY_PER_SECOND <= 0:

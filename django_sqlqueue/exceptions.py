@@ -45,7 +45,16 @@ class InvalidRetryPolicy(InvalidJob):
 
 
 class InvalidUniqueKey(InvalidJob):
-    """The unique key is not a non-empty string of at most 255 characters."""
+    """The unique key is not a non-empty string of at most 255 characters, or its
+    ``unique_states`` or ``unique_period`` is not valid."""
+
+
+class InvalidTags(InvalidJob):
+    """The tags are not a list of at most 20 distinct short strings."""
+
+
+class InvalidMetadata(InvalidJob):
+    """The metadata is not a small JSON object."""
 
 
 class InvalidConcurrencyKey(InvalidJob):
@@ -55,6 +64,19 @@ class InvalidConcurrencyKey(InvalidJob):
 class InvalidPeriodicSchedule(SQLQueueError, ValueError):
     """A periodic schedule (``@schedule``) has an invalid cron expression, interval, time zone,
     missed-tick policy, name or arguments."""
+
+
+class ScheduleDeclaredInCode(InvalidPeriodicSchedule):
+    """The schedule of that name is declared in code (``@schedule``): only the code changes it,
+    and a run-time schedule cannot take its name."""
+
+
+class ScheduleExists(InvalidPeriodicSchedule):
+    """A run-time schedule of that name already exists: change it with ``update_schedule``."""
+
+
+class ScheduleNotFound(SQLQueueError, LookupError):
+    """No schedule has that name (``update_schedule``, ``remove_schedule``)."""
 
 
 class PrometheusClientMissing(SQLQueueError, ImportError):
@@ -84,4 +106,5 @@ class JobCancelled(SQLQueueError):
 
 
 class InvalidQueueLimit(SQLQueueError, ValueError):
-    """A queue limit is not a whole number of 0 or more, or a rate period is not above 0."""
+    """A queue limit is not a whole number of 0 or more, a rate period is not above 0, or a key
+    weight is not a number above 0."""

@@ -9,6 +9,7 @@ import difflib
 import functools
 import inspect
 
+from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
@@ -91,6 +92,17 @@ class Task:
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         return on_commit.enqueue_on_commit(self, args, kwargs)
+
+    # The async twins run their sync twin with sync_to_async(thread_sensitive=True), as
+    # django.tasks' aenqueue does: on the thread of the caller's sync work, so inside its atomic
+    # block they join its transaction, exactly as the sync call there would.
+    async def aenqueue(self, *args, **kwargs):
+        """``enqueue`` for async code: ``await task.aenqueue(...)``."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(*args, **kwargs)
+
+    async def aenqueue_on_commit(self, *args, **kwargs):
+        """``enqueue_on_commit`` for async code."""
+        return await sync_to_async(self.enqueue_on_commit, thread_sensitive=True)(*args, **kwargs)
 
 
 @functools.cache

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 from .models import Job
 from .observability import metrics as worker_metrics
 from .observability.queue_metrics import QueueMetricsCollector
+from .observability.replica import read_alias
 
 
 @require_GET
@@ -18,6 +19,7 @@ def metrics(request):
     from prometheus_client.exposition import choose_encoder
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueMetricsCollector(router.db_for_read(Job)))
+    # SQLQUEUE["READ_DATABASE"] (a replica), else where the routers send reads of Job.
+    registry.register(QueueMetricsCollector(read_alias(router.db_for_read(Job))))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encode(registry), content_type=content_type)

@@ -15,7 +15,7 @@ START, END = "<!-- figures:start -->", "<!-- figures:end -->"
 #: The scenarios as numbered in docs/reliability.md (and issue 6).
 NUMBERS = {"kills": 1, "restarts": 2, "terminations": 3, "transactional enqueue": 4,
            "scheduled jobs": 5, "retry delays": 5, "bad input": 6, "state machine": 7,
-           "security": 8}
+           "security": 8, "failover (synchronous)": 9, "failover (asynchronous)": 9}
 CAUSES = {
     "worker killed mid-job": "killed mid-job",
     "worker killed after the side effect, before recording success":
@@ -46,11 +46,20 @@ def chaos_row(entry) -> str:
                         f"{entry.get('rounds', 0)} rounds of `pg_terminate_backend`",
         "transactional enqueue": f"{entry.get('enqueues', 0):,} enqueues, "
                                  f"{entry.get('rolled_back', 0)} rolled back",
-    }[scenario]
+    }.get(scenario) or _failover(entry)
     exits = entry.get("worker_exits", "-")
     return (f"| {NUMBERS[scenario]}. {scenario} | {jobs} | {workers} | {chaos} | "
-            f"{entry['executions']:,} | **{entry['lost']}** | {entry['duplicates']} | "
+            f"{entry['executions']:,} | **{entry['lost'] + entry.get('lost_acknowledged', 0)}** | "
+            f"{entry['duplicates']} | "
             f"{why(entry)} | {entry['handoff_violations']} | {exits} | {entry['seconds']} s |")
+
+
+def _failover(entry) -> str:
+    return (f"primary SIGKILLed under {entry['enqueuers']} processes enqueuing one job per "
+            f"transaction, standby promoted {entry['promoted_after_seconds']} s later; "
+            f"{entry['acknowledged']:,} enqueues acknowledged, {entry['lost_acknowledged']} of "
+            f"them missing after the failover; enqueues resumed "
+            f"{entry['enqueues_resumed_after_seconds']} s after the crash")
 
 
 def check_row(entry) -> str:

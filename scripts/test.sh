@@ -118,6 +118,8 @@ add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos
 add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [3.5]
 add_pass "Django 5.2 PostgreSQL" .venv postgresql \
   --ignore=tests/chaos -m "not browser and not slow"  # [3.3]
+# (The failover scenario, tests/chaos/test_failover.py, runs here only: it starts a primary and a
+# standby of its own, twice, about a minute in all.)
 add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
 add_pass "Django 5.2 SQLite" .venv sqlite --ignore=tests/chaos -m "not browser and not slow"  # [2.4]
 add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \

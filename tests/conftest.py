@@ -10,6 +10,7 @@ from django.db import connections
 
 from tests.mariadb_server import MariaDBServer
 from tests.postgres_cluster import Cluster
+from tests.support.plans import analyzed  # noqa: F401 - a fixture of the plan tests
 
 VENDOR = os.environ.get("SQLQUEUE_TEST_DATABASE", "postgresql")
 # The pgbouncer pass is PostgreSQL through a transaction-pooling PgBouncer (tests/pgbouncer.py).

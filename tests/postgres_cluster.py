@@ -52,8 +52,9 @@ class Cluster:
 
     superuser = "postgres"
 
-    def __init__(self, *, durable=False):
+    def __init__(self, *, durable=False, options=None):
         self.durable = durable  # fsync on, as in production (benchmarks); off for tests
+        self.options = dict(options or {})  # more server settings; these win over the above
         self.bindir = find_bindir()
         self.port = _free_port()
         self.base = Path(tempfile.mkdtemp(prefix="sqlqueue-pg-"))
@@ -101,6 +102,7 @@ class Cluster:
             # Tests want speed; durability across an OS crash is not under test there.
             + ([] if self.durable else
                ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"])
+            + [f"-c {name}='{value}'" for name, value in self.options.items()]  # pg_ctl's shell
         )
         self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.datadir),
                   "-l", str(self.logfile), "-o", options)

@@ -90,6 +90,11 @@ for extra in ("other", "jobs"):  # business data elsewhere; the queue's own data
                      "NAME": "test_" + DATABASES["default"]["NAME"] + f"_{extra}"},
         }
 
+# Whole DATABASES entries by alias, over the above, for what a URL cannot say: a multi-host
+# failover pair as "default" (tests/chaos/test_failover.py), a second primary as "bulk_jobs"
+# (tests/process/test_two_primaries.py), for the subprocesses of those tests.
+DATABASES.update(json.loads(os.environ.get("SQLQUEUE_TEST_DATABASES_JSON", "{}")))
+
 SILENCED_SYSTEM_CHECKS = []
 if VENDOR == "sqlite":
     # The suite's SQLite has WAL and a timeout but not the IMMEDIATE transactions that
@@ -108,6 +113,8 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASE_ROUTERS = ["tests.testapp.routers.OrdersOnOther"]
+if "bulk_jobs" in DATABASES:  # the queue's tables on a second primary too (docs/topology.md)
+    DATABASE_ROUTERS = ["tests.testapp.routers.QueueAlsoOnBulkJobs", *DATABASE_ROUTERS]
 if os.environ.get("SQLQUEUE_TEST_JOBS_DATABASE"):
     # The queue's tables in the "jobs" database (docs/scaling.md), for worker subprocesses.
     DATABASE_ROUTERS = ["tests.testapp.routers.JobsDatabaseRouter", *DATABASE_ROUTERS]

@@ -27,7 +27,8 @@ from django.utils.dateformat import time_format
 
 from ..conf import get_settings
 from ..models import Job
-from ..observability import snapshot
+from ..observability import fleet, snapshot
+from ..observability.replica import read_alias
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
@@ -174,6 +175,7 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
                for window in ("1h", "24h", "7d")}
     lags = [c.queue.lag_seconds for c in cards if c.queue.lag_seconds is not None]
     live = snap.live_workers
+    scaling = fleet.from_snapshot(snap)
     return {
         "snapshot": snap,
         "cards": cards,
@@ -196,6 +198,9 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "workers_total": len(snap.workers),
         "workers_live": len(live),
         "workers_dead": len(snap.workers) - len(live),
+        # What an autoscaler would want (docs/autoscaling.md), from the same snapshot.
+        "desired_processes": scaling.desired(),
+        "busy_percent": round(100 * scaling.busy_share),
         # Running jobs asked to cancel whose workers have not stopped them yet: read from the
         # (small) running set, and only while some job runs.
         "cancelling": (Job.objects.using(alias).cancelling().count() if totals["running"]
@@ -203,6 +208,8 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "unserved": [c.name for c in cards if c.queue.unserved],
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": snap.taken_at,
+        "read_from": snap.database,
+        "replica": snap.replica,
     }
 
 
@@ -223,7 +230,8 @@ def _context(model_admin, request) -> dict:
     list_url = reverse("admin:django_sqlqueue_job_changelist", current_app=site.name)
     request.current_app = site.name
     return {
-        **build(list_url, alias=model_admin.get_queryset(request).db),
+        # SQLQUEUE["READ_DATABASE"] (a replica), else where the routers send reads of Job.
+        **build(list_url, alias=read_alias(model_admin.get_queryset(request).db)),
         "opts": model_admin.opts,
         "list_url": list_url,
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),

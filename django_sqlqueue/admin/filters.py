@@ -13,17 +13,20 @@ from django.utils import timezone
 RECENT_JOBS = 10_000
 
 
-def recent_values(request, model) -> tuple[set, set]:
-    """(queues, task names) of the newest jobs, read once per request."""
+def recent_values(request, model) -> tuple[set, set, set]:
+    """(queues, task names, tags) of the newest jobs, read once per request."""
     cached = getattr(request, "_sqlqueue_recent_values", None)
     if cached is None:
         # A backward scan of the primary key index, deduplicated here: "WHERE id IN (newest)"
         # would let PostgreSQL choose a hash join over the whole table.
-        pairs = set(model._default_manager.order_by("-pk").values_list("queue", "task_name")[
-            :RECENT_JOBS
-        ])
-        cached = ({queue for queue, _ in pairs}, {task for _, task in pairs})
-        request._sqlqueue_recent_values = cached
+        queues, tasks, tags = set(), set(), set()
+        rows = model._default_manager.order_by("-pk").values_list("queue", "task_name", "tags")
+        for queue, task, job_tags in rows[:RECENT_JOBS]:
+            queues.add(queue)
+            tasks.add(task)
+            if job_tags:
+                tags.update(tag for tag in job_tags if isinstance(tag, str))
+        cached = request._sqlqueue_recent_values = (queues, tasks, tags)
     return cached
 
 
@@ -55,6 +58,17 @@ class TaskFilter(_RecentValuesFilter):
     parameter_name = "task_name"
     field_name = "task_name"
     which = 1
+
+
+class TagFilter(_RecentValuesFilter):
+    """The tags of the newest jobs; the search box finds any tag: ``tag:billing``."""
+
+    title = "tag"
+    parameter_name = "tag"
+    which = 2
+
+    def queryset(self, request, queryset):
+        return queryset.tagged(self.value()) if self.value() else queryset
 
 
 class HasErrorsFilter(admin.SimpleListFilter):

@@ -31,7 +31,14 @@ from .display import (
     when,
     when_short,
 )
-from .filters import CancelFilter, DueFilter, HasErrorsFilter, QueueFilter, TaskFilter
+from .filters import (
+    CancelFilter,
+    DueFilter,
+    HasErrorsFilter,
+    QueueFilter,
+    TagFilter,
+    TaskFilter,
+)
 from .paginator import EstimatedCountPaginator
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
@@ -52,9 +59,11 @@ class JobAdmin(admin.ModelAdmin):
         "duration", "worker", "last_error",
     )
     list_display_links = ("id", "task")
-    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, HasErrorsFilter, CancelFilter)
+    list_filter = ("status", DueFilter, QueueFilter, TaskFilter, TagFilter, HasErrorsFilter,
+                   CancelFilter)
     search_fields = ("id", "task_name", "unique_key", "errors")  # see get_search_results
-    search_help_text = "A job id, or text in the task name, unique key or errors."
+    search_help_text = ("A job id, tag:NAME for the jobs with that tag, or text in the task "
+                        "name, unique key or errors.")
     date_hierarchy = "enqueued_at"
     ordering = ("-id",)
     list_per_page = 100
@@ -65,20 +74,20 @@ class JobAdmin(admin.ModelAdmin):
 
     fieldsets = (
         (None, {"fields": (
-            "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
-            "cancel_detail",
+            "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
+            "tags_list", "worker_detail", "cancel_detail",
         )}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
-        ("Payload and result", {"fields": ("payload_json", "result_json")}),
+        ("Payload and result", {"fields": ("payload_json", "metadata_json", "result_json")}),
         ("Timings", {"fields": (
             "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
             "timeout_seconds", "lease_expires", "claim_token",
         )}),
     )
     readonly_fields = (
-        "status_badge", "task_name", "queue", "priority", "unique_key", "worker_detail",
-        "cancel_detail", "attempts_of_max", "retry_policy", "errors_list", "payload_json",
-        "result_json",
+        "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
+        "tags_list", "worker_detail", "cancel_detail", "attempts_of_max", "retry_policy",
+        "errors_list", "payload_json", "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -107,18 +116,21 @@ class JobAdmin(admin.ModelAdmin):
         return JobChangeList
 
     def get_search_results(self, request, queryset, search_term):
-        """A number ("42" or "#42") finds the job with that id, through the primary key. Other
-        text is looked for as a whole (not word by word) in the task name, the unique key and
-        the errors: that reads every row the filters leave, so filter first on a big table."""
+        """A number ("42" or "#42") finds the job with that id, through the primary key;
+        ``tag:NAME`` the jobs with that tag (``JobQuerySet.tagged``). Other text is looked for
+        as a whole (not word by word) in the task name, the unique key (or slot) and the
+        errors: that reads every row the filters leave, so filter first on a big table."""
         term = search_term.strip()
         number = term.removeprefix("#")
         if number.isdigit() and int(number) < 2**63:
             return queryset.filter(pk=int(number)), False
+        if term.startswith("tag:") and term[4:].strip():
+            return queryset.tagged(term[4:].strip()), False
         if not term:
             return queryset, False
         match = (
             Q(task_name__icontains=term) | Q(unique_key__icontains=term)
-            | Q(errors__icontains=term)
+            | Q(unique_slot__icontains=term) | Q(errors__icontains=term)
         )
         return queryset.filter(match), False
 
@@ -268,6 +280,14 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="payload")
     def payload_json(self, job):
         return pretty_json(job.payload)
+
+    @admin.display(description="metadata")
+    def metadata_json(self, job):
+        return pretty_json(job.metadata) if job.metadata is not None else "-"
+
+    @admin.display(description="tags")
+    def tags_list(self, job):
+        return ", ".join(job.tags) if job.tags else "-"
 
     @admin.display(description="result")
     def result_json(self, job):

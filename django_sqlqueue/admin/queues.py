@@ -1,11 +1,12 @@
-"""QueueAdmin: the queues' pauses and limits (queues/control.py), and what each queue's ready
-jobs are waiting for.
+"""QueueAdmin: the queues' pauses, limits and fair shares (queues/control.py), and what each
+queue's ready jobs are waiting for.
 
 Limits are edited on a queue's page (a row per queue an operator configured; "Add" makes one
 for any queue name). Pause and resume are actions behind their own permission
 (``pause_queue``). Every worker follows a change within one poll interval.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html
@@ -23,7 +24,13 @@ class QueueChangeList(ChangeList):
             row.state = states.get(row.name) or queue_control.QueueState(row.name)
 
 
+class QueueForm(forms.ModelForm):
+    def clean_key_weights(self):
+        return self.cleaned_data.get("key_weights") or {}  # an empty box: no weights
+
+
 class QueueAdmin(admin.ModelAdmin):
+    form = QueueForm
     list_display = ("name", "paused_badge", "limits", "running", "ready", "waiting_on")
     search_fields = ("name",)
     readonly_fields = ("paused_at", "paused_by", "last_claim_at", "updated_at")
@@ -33,6 +40,11 @@ class QueueAdmin(admin.ModelAdmin):
             "fields": ("concurrency_limit", "rate_limit", "rate_period_seconds")}),
         ("Limits of each concurrency_key", {
             "fields": ("key_concurrency_limit", "key_rate_limit")}),
+        ("Fair shares between concurrency keys", {
+            "fields": ("fair", "key_weights"),
+            "description": 'Claims rotate between the keys with ready jobs, each in proportion '
+                           'to its weight: {"gold": 3, "": 2} ("" is the jobs without a key; '
+                           'a key not named weighs 1).'}),
         ("Claims", {"fields": ("last_claim_at", "updated_at")}),
     )
     actions = ("pause_queues", "resume_queues")

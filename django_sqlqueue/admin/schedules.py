@@ -1,11 +1,12 @@
-"""ScheduleAdmin: the periodic schedules, read-only, with pause, resume and run now.
+"""ScheduleAdmin: the periodic schedules, with pause, resume and run now.
 
-Definitions come from the code (``@schedule``), so nothing here edits one: the list shows each
+Definitions declared in code (``@schedule``) are read-only here; those created at run time are
+added, edited and deleted with the forms of schedule_form.py. The list shows each
 schedule's timing in words, its time zone, its next five runs, its last run and that job's outcome;
 the actions (and the buttons on a schedule's page) pause, resume or run it now, each behind a
 permission of its own (``pause_schedule`` for pause and resume, ``run_schedule_now``), through the
-functions of schedules/operations.py that the command line uses too. A schedule gone from the code
-(retired) may be deleted from its page; the others would come back at the next sync."""
+functions of schedules/operations.py that the command line uses too. A declared schedule gone from
+the code (retired) may be deleted from its page; the others would come back at the next sync."""
 
 import logging
 from urllib.parse import urlencode
@@ -22,6 +23,7 @@ from django.views.decorators.http import require_POST
 from ..models import Job, Schedule
 from ..schedules import operations as scheduling
 from .display import between, breakable, pretty_json, seconds_text, status_badge, when
+from .schedule_form import RuntimeScheduleEditing
 
 logger = logging.getLogger("django_sqlqueue.admin")
 STATE_COLOURS = {"active": "#2e9d4a", "paused": "#c77700", "retired": "#7d8590"}
@@ -65,39 +67,29 @@ def who(request) -> str:
     return f"admin:{request.user.get_username()}"
 
 
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
     list_display = ("name", "task", "when", "time_zone", "state_badge", "next_runs",
-                    "last_run", "missed_policy")
-    list_filter = (StateFilter,)
+                    "last_run", "missed_policy", "owner")
+    list_filter = (StateFilter, "source")
     search_fields = ("name", "task_name")
     search_help_text = "Text in the schedule's name or its task's name."
     ordering = ("name",)
     actions = ("pause", "resume", "run_now")
     fieldsets = (
-        (None, {"fields": ("name", "task", "state_badge", "when", "time_zone", "arguments",
+        (None, {"fields": ("name", "owner", "task", "state_badge", "when", "time_zone", "arguments",
                            "job_options_json")}),
         ("Runs", {"fields": ("next_runs", "last_run", "last_enqueued_by", "runs", "jobs_link")}),
         ("Missed ticks", {"fields": ("missed_policy", "grace", "skipped")}),
         ("History", {"fields": ("created", "synced", "paused", "retired", "version")}),
     )
     readonly_fields = (
-        "name", "task", "state_badge", "when", "time_zone", "arguments", "job_options_json",
-        "next_runs", "last_run", "last_enqueued_by", "runs", "jobs_link", "missed_policy",
-        "grace", "skipped", "created", "synced", "paused", "retired", "version",
+        "name", "owner", "task", "state_badge", "when", "time_zone", "arguments",
+        "job_options_json", "next_runs", "last_run", "last_enqueued_by", "runs", "jobs_link",
+        "missed_policy", "grace", "skipped", "created", "synced", "paused", "retired", "version",
     )
 
-    # ---- permissions: read-only, plus pause/resume and run now ----------------------------
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        """Only a retired schedule, from its own page: any other comes back at the next sync."""
-        return obj is not None and obj.retired_at is not None and super().has_delete_permission(
-            request, obj)
-
+    # ---- permissions: add, change, delete of run-time schedules (schedule_form.py), plus
+    # pause/resume and run now
     def _has(self, request, codename):
         return request.user.has_perm(f"{self.opts.app_label}.{codename}")
 
@@ -114,6 +106,13 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="task", ordering="task_name")
     def task(self, row):
         return breakable(row.task_name)
+
+    @admin.display(description="owner", ordering="source")
+    def owner(self, row):
+        if row.source == Schedule.RUNTIME:
+            return "created at run time"
+        return format_html('<span title="{}">{}</span>',
+                           "read-only here: change its @schedule in the code", "declared in code")
 
     @admin.display(description="when")
     def when(self, row):

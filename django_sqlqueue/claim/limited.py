@@ -1,4 +1,5 @@
-"""The claim of paused and limited queues (docs/limits.md), and what holds a queue's jobs back.
+"""The claim of paused, limited and fair queues (docs/limits.md, docs/fairness.md), and what
+holds a queue's jobs back.
 
 A Queue row (models/queue.py) may pause its queue, or limit its running jobs and its starts per
 period, for the whole queue and for each ``concurrency_key`` of its jobs. The claim enforces
@@ -19,22 +20,26 @@ every limit itself, atomically, so that no race between workers or hosts can exc
   by a skip scan and each key's first rows are read from its own index range
   (the driver's ``ready_keys``, ``ready_ids_by_key``).
 
-Queues with no pause and no limit are claimed by the plain single statement, as if this module
-did not exist; a worker reads the Queue table once per poll interval (``read_controls``), so a
-pause, a resume or a new limit is in force on every worker within one poll interval.
+A fair queue (``Queue.fair``) is claimed here too, under the same row lock: fair.py shares each
+claim between its keys and keeps its bookkeeping in the row.
+
+Queues with no pause, no limit and no fair shares are claimed by the plain single statement, as
+if this module did not exist; a worker reads the Queue table once per poll interval
+(``read_controls``), so a pause, a resume, a new limit or fair shares are in force on every
+worker within one poll interval.
 """
 
-import datetime as dt
 import time
 from dataclasses import dataclass
 
 from django.db import connections, transaction
 from django.db.models import Count, Q
-from django.utils import timezone
 
 from ..db import ops
 from ..db.clock import DatabaseNow
 from ..statuses import READY_STATUSES, JobStatus
+from .fair import fair_state, pick_fair
+from .rows import in_claim_order
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
 #: found in name order, so with more ready keys than this, those later in the order wait until
@@ -47,7 +52,7 @@ class QueueControls:
     """What the Queue table said when it was read: the paused and the limited queues."""
 
     paused: frozenset = frozenset()
-    limited: frozenset = frozenset()  # not paused, with at least one limit
+    limited: frozenset = frozenset()  # not paused, with at least one limit or fair shares
     read_at: float = 0.0  # time.monotonic() of the read
 
     @property
@@ -60,13 +65,13 @@ class QueueControls:
 
 
 def read_controls(job_model, alias) -> QueueControls:
-    """The paused and limited queues, from the Queue table (a few rows: one per queue an
-    operator configured)."""
+    """The paused and limited (or fair) queues, from the Queue table (a few rows: one per queue
+    an operator configured)."""
     queue_model = job_model._meta.apps.get_model("django_sqlqueue", "Queue")
     rows = queue_model.objects.using(alias).filter(
         Q(paused_at__isnull=False) | Q(concurrency_limit__isnull=False)
         | Q(rate_limit__isnull=False) | Q(key_concurrency_limit__isnull=False)
-        | Q(key_rate_limit__isnull=False)
+        | Q(key_rate_limit__isnull=False) | Q(fair=True)
     ).values_list("name", "paused_at")
     paused = frozenset(name for name, paused_at in rows if paused_at is not None)
     limited = frozenset(name for name, paused_at in rows if paused_at is None)
@@ -113,22 +118,36 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
         row = rows.get()
         clock = now or row.last_claim_at
         starts = recent_starts(row, clock)
-        running = dict(
-            model.objects.using(alias).filter(status=JobStatus.RUNNING, queue=name)
-            .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
+        running = {}
+        if row.concurrency_limit is not None or row.key_concurrency_limit is not None:
+            running = dict(
+                model.objects.using(alias).filter(status=JobStatus.RUNNING, queue=name)
+                .values_list("concurrency_key").annotate(n=Count("pk")).order_by())
         room = _room(limit, row.concurrency_limit, sum(running.values()),
                      row.rate_limit, len(starts.get("", ())))
         if room <= 0:
             return []
-        if row.key_concurrency_limit is None and row.key_rate_limit is None:
+        fair = None
+        if row.fair:
+            # At most one slot per key read: each key is one part of ready_ids_by_key.
+            room = min(room, KEYS_PER_CLAIM)
+            fair = pick_fair(model, alias, row, clock, room, _key_caps(row, room, running,
+                                                                         starts))
+            picked = fair.ids
+        elif row.key_concurrency_limit is None and row.key_rate_limit is None:
             picked = _first_ready(model, alias, name, clock, room)
         else:
             picked = _first_ready_by_key(model, alias, row, clock, room, running, starts)
-        if not picked:
-            return []
-        ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
-        picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
-        jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds, clock)
+        jobs = []
+        if picked:
+            ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
+            picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
+            jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds,
+                                         clock)
+        written = {}
+        if fair is not None and (jobs or fair.after != (row.fair_state or {}).get("after")):
+            # Even with no job claimed, the next claim looks at the next keys.
+            written["fair_state"] = fair_state(row, jobs, fair.after)
         if row.rate_limit is not None or row.key_rate_limit is not None:
             at = clock.timestamp()
             for job in jobs:
@@ -136,7 +155,9 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                     starts.setdefault("", []).append(at)
                 if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
-            queue_model.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
+            written["recent_starts"] = starts
+        if written:
+            queue_model.objects.using(alias).filter(pk=row.pk).update(**written)
     return jobs
 
 
@@ -148,6 +169,16 @@ def _room(limit, concurrency_limit, running, rate_limit, recent) -> int:
     if rate_limit is not None:
         room = min(room, rate_limit - recent)
     return room
+
+
+def _key_caps(row, room, running, starts):
+    """A function of a key: how many more of its jobs may start under the per-key limits (the
+    jobs without a key, "", have none); None without per-key limits."""
+    if row.key_concurrency_limit is None and row.key_rate_limit is None:
+        return None
+    return lambda key: room if not key else max(0, _room(
+        room, row.key_concurrency_limit, running.get(key, 0), row.key_rate_limit,
+        len(starts.get(key, ()))))
 
 
 def recent_starts(row, clock) -> dict:
@@ -190,21 +221,9 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
         model, queue=row.name, wanted=wanted, now=db_clock)
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        candidates = cursor.fetchall()
-    run_at = model._meta.get_field("run_at")
-    candidates = [
-        (pk, key, priority, run_at.to_python(when) if isinstance(when, str) else when)
-        for pk, key, priority, when in candidates]
-    candidates.sort(key=lambda c: (-c[2], _comparable(c[3]), c[0]))
+        candidates = in_claim_order(model, cursor.fetchall())
     # Each part returned at most its key's room: the first ``room`` in claim order fit.
     return [pk for pk, *_ in candidates[:room]]
-
-
-def _comparable(when):
-    """Naive and aware datetimes sort together (SQLite's text comes back naive)."""
-    if isinstance(when, dt.datetime) and timezone.is_naive(when):
-        return when.replace(tzinfo=dt.UTC)
-    return when
 
 
 def ready_queues(model, alias) -> list:

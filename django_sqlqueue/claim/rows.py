@@ -1,7 +1,10 @@
 """Claimed rows into model instances, as ``Model.from_db`` makes them but faster (the claim
 loads dozens of rows a few hundred times a second)."""
 
+import datetime as dt
+
 from django.db import connections
+from django.utils import timezone
 
 from ..db import ops
 from ..db.instances import builds_directly, new_instance
@@ -54,3 +57,22 @@ def _conversion_plan(connection, model, fields):
 
 def _as_float(value, expression, connection):
     return value if value is None else float(value)
+
+
+def in_claim_order(model, candidates) -> list:
+    """Rows ``(id, concurrency key, priority, run_at)`` read by the driver's
+    ``ready_ids_by_key``, with run_at as a datetime, sorted in claim order (higher priority
+    first, then the earliest run_at, then the oldest)."""
+    run_at = model._meta.get_field("run_at")
+    candidates = [
+        (pk, key, priority, run_at.to_python(when) if isinstance(when, str) else when)
+        for pk, key, priority, when in candidates]
+    candidates.sort(key=lambda c: (-c[2], _comparable(c[3]), c[0]))
+    return candidates
+
+
+def _comparable(when):
+    """Naive and aware datetimes sort together (SQLite's text comes back naive)."""
+    if isinstance(when, dt.datetime) and timezone.is_naive(when):
+        return when.replace(tzinfo=dt.UTC)
+    return when

@@ -43,6 +43,9 @@ class DatabaseDriver(WriteStatements):
     #: ``RETURNING`` gives a REAL column's value before its affinity applies (SQLite: 5, not
     #: the 5.0 a SELECT reads), so rows read back from a statement convert floats themselves.
     returns_values_before_affinity = False
+    #: The database can say whether it is a standby and how current its data is
+    #: (``replica_state``: SQLQUEUE["READ_DATABASE"]); elsewhere that is not measured.
+    reports_replica_state = False
     #: The SQL function that builds a JSON object of keys and values (an ``errors`` entry).
     json_object = "json_object"
 
@@ -111,6 +114,16 @@ class DatabaseDriver(WriteStatements):
     def ready_rows(self, rows):
         """``rows`` (a queryset of ready jobs by status) as the ready indexes can serve it."""
         return rows
+
+    def unique_slot_rows(self, rows, slot: str):
+        """The jobs of ``rows`` (a queryset) with unique slot ``slot``, as an index serves them:
+        every job that holds it is among them (``job_table.holds_unique_slot`` tells which)."""
+        return rows.filter(unique_slot=slot)
+
+    def tagged_rows(self, rows, tags: tuple):
+        """The jobs of ``rows`` (a queryset) that have every one of ``tags`` (strings). A JSON
+        containment, which PostgreSQL's GIN index on tags serves (migration 0014)."""
+        return rows.filter(tags__contains=list(tags))
 
     def lock_clause(self) -> str:
         """`` FOR UPDATE SKIP LOCKED`` where the database has it (SQLite has one writer)."""
@@ -215,13 +228,18 @@ class DatabaseDriver(WriteStatements):
         row. Due or not (a queue found with only later jobs costs its claim one empty probe)."""
         return self._ready_distinct(model, "queue", ""), [limit]
 
-    def ready_keys(self, model, *, queue: str, limit: int) -> tuple:
-        """SELECT the distinct concurrency keys (not "", no key) of ``queue``'s ready rows, in
-        key order, up to ``limit``; (sql, params). A skip scan of ``sqlqueue_job_ready_by_key``:
-        one probe per key, so a key with a backlog of 100,000 jobs costs what a key with one
-        costs."""
+    def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
+                   after: str | None = None) -> tuple:
+        """SELECT the distinct concurrency keys (not "", no key, unless ``unkeyed``; only those
+        after the key ``after`` if given) of ``queue``'s ready rows, in key order, up to
+        ``limit``; (sql, params). A skip scan of ``sqlqueue_job_ready_by_key``: one probe per
+        key, so a key with a backlog of 100,000 jobs costs what a key with one costs."""
         condition = f"{self.columns(model, ('queue',))['queue']} = %s AND "
-        text = self._ready_distinct(model, "concurrency_key", condition, after="''")
+        if after is not None:
+            text = self._ready_distinct(model, "concurrency_key", condition, after="%s")
+            return text, [queue, after, queue, limit]
+        text = self._ready_distinct(model, "concurrency_key", condition,
+                                    after="" if unkeyed else "''")
         return text, [queue, queue, limit]
 
     def _ready_distinct(self, model, field: str, queue: str, after="") -> str:
@@ -245,9 +263,11 @@ class DatabaseDriver(WriteStatements):
         )
 
     def ready_ids_by_key(self, model, *, queue: str, wanted: dict, now) -> tuple[str, list]:
-        """SELECT (id, concurrency key, priority, run_at) of the first ready rows of one queue's
-        keys, each key's in claim order, at most ``wanted[key]`` of each (the key "" is the jobs
-        without a key); returns (sql, params). The caller merges them in claim order.
+        """SELECT (id, the key asked for, priority, run_at) of the first ready rows of one
+        queue's keys, each key's in claim order, at most ``wanted[key]`` of each (the key "" is
+        the jobs without a key); returns (sql, params). The caller merges them in claim order.
+        The key is the one asked for, as written in ``wanted``: under a case-insensitive
+        collation (MariaDB's usual) the rows of "A" include those of "a".
 
         Each key's rows are read from its own range of ``sqlqueue_job_ready_by_key`` and the
         read stops after ``wanted[key]`` rows, so the rows of keys left out (those at their
@@ -255,10 +275,12 @@ class DatabaseDriver(WriteStatements):
         PostgreSQL says it as one LATERAL join.
         """
         rows, order = self._ready_key_rows(model)
-        parts = [f"SELECT * FROM ({rows}= %s{order}%s) AS part{number}"  # noqa: S608 - names
-                 for number in range(len(wanted))]
+        col = self.columns(model, ("id", "priority", "run_at"))
+        parts = [f"SELECT part{n}.{col['id']}, %s, part{n}.{col['priority']}, "  # noqa: S608
+                 f"part{n}.{col['run_at']} FROM ({rows}= %s{order}%s) AS part{n}"
+                 for n in range(len(wanted))]
         params = [value for key, count in wanted.items()
-                  for value in (now, now, queue, key, count)]
+                  for value in (key, now, now, queue, key, count)]
         return " UNION ALL ".join(parts), params
 
     def _ready_key_rows(self, model) -> tuple[str, str]:
@@ -372,6 +394,14 @@ class DatabaseDriver(WriteStatements):
     def query_row_estimate(self, queryset) -> float:
         """The planner's estimate of the rows ``queryset`` selects."""
         raise NotImplementedError(f"{type(self).__name__} has no row estimates")
+
+    # ---- replicas ---------------------------------------------------------------------------
+
+    def replica_state(self) -> tuple | None:
+        """On a standby: (primary's commit time of the last transaction replayed, seconds since
+        then by the standby's clock, seconds its replay is behind what it received); None on a
+        primary, and where ``reports_replica_state`` is off."""
+        return None
 
 
 class UnsupportedDriver(DatabaseDriver):

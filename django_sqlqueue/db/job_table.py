@@ -3,11 +3,46 @@ statements of the drivers are written for these indexes: the ready ones hold onl
 MariaDB, behind the generated column of migration 0012), in claim order."""
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.lookups import GreaterThan
 
 from ..statuses import READY_STATUSES, UNFINISHED_STATUSES, JobStatus
 
 MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
+
+#: One bit per status in ``Job.unique_states``, the statuses in which a job holds its
+#: ``unique_slot``. Stored in rows: a bit never changes meaning (a new status takes a new bit).
+UNIQUE_STATE_BITS = {
+    JobStatus.QUEUED: 1, JobStatus.RUNNING: 2, JobStatus.FAILED: 4, JobStatus.SUCCEEDED: 8,
+    JobStatus.EXHAUSTED: 16, JobStatus.CANCELLED: 32, JobStatus.EXPIRED: 64,
+}
+
+
+def unique_states_mask(statuses) -> int:
+    """The ``unique_states`` bits of ``statuses``."""
+    mask = 0
+    for status in statuses:
+        mask |= UNIQUE_STATE_BITS[status]
+    return mask
+
+
+def holds_unique_slot(status: str, mask: int | None) -> bool:
+    """Whether a job in ``status`` with ``unique_states`` ``mask`` holds its slot (in Python,
+    as SLOT_HELD says it in SQL)."""
+    return bool(mask and UNIQUE_STATE_BITS.get(status, 0) & mask)
+
+
+#: The status's bit in SQL: the same in every database (migration 0014 writes it for MariaDB).
+STATUS_BIT = Case(
+    *(When(status=status, then=Value(bit)) for status, bit in UNIQUE_STATE_BITS.items()),
+    default=Value(0),
+)
+#: A job holds its unique slot while its status is one of its ``unique_states``: the condition of
+#: the slot's unique index. The index keeps itself right: a job that leaves those statuses
+#: (finishes, say) leaves the index in the same UPDATE, with no write of ours changed for it.
+SLOT_HELD = Q(unique_slot__isnull=False) & Q(
+    GreaterThan(F("unique_states").bitand(STATUS_BIT), 0)
+)
 
 #: The job table's indexes.
 INDEXES = [
@@ -61,6 +96,15 @@ INDEXES = [
         name="sqlqueue_job_finished",
         condition=Q(finished_at__isnull=False),
     ),
+    # Finding the job that holds a unique slot, after an insert conflicted on it (insert_job):
+    # the rows with a slot, held or not (the unique index's condition is more than a lookup
+    # can name). Only jobs given unique_states or unique_period are in it. MariaDB has no
+    # partial index: it finds the holder by the generated column of migration 0014.
+    models.Index(
+        fields=["unique_slot"],
+        name="sqlqueue_job_unique_slots",
+        condition=Q(unique_slot__isnull=False),
+    ),
 ]
 #: The job table's constraints: rows inserted by SQL are checked by the database too.
 CONSTRAINTS = [
@@ -69,6 +113,15 @@ CONSTRAINTS = [
         fields=["unique_key"],
         name="sqlqueue_job_unique_key",
         condition=Q(status__in=UNFINISHED_STATUSES, unique_key__isnull=False),
+    ),
+    # At most one job per unique slot among the jobs that hold theirs (SLOT_HELD): a unique key
+    # with chosen statuses, or with a period (the slot names the key's period), docs/api.md.
+    # Only rows with a slot are in it (none, without unique_states or unique_period), so a
+    # plain insert or outcome write costs what it did. MariaDB: a generated column, 0014.
+    models.UniqueConstraint(
+        fields=["unique_slot"],
+        name="sqlqueue_job_unique_slot",
+        condition=SLOT_HELD,
     ),
     # Rows inserted by SQL are checked by the database itself.
     models.CheckConstraint(

@@ -55,8 +55,28 @@ class MariaDBDriver(DatabaseDriver):
         optimizer does not derive from the status condition: the claim names it."""
         return f"{self.connection.ops.quote_name(statements.READY_COLUMN)} = 1 AND "
 
+    def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
+                   after: str | None = None) -> tuple:
+        """One read of ``sqlqueue_job_ready_by_key`` grouped by key, instead of the recursive
+        skip scan: MariaDB reads each of that scan's probes (``key > found.value``) from the
+        start of the queue's range, so every probe crossed the entries of every key before it
+        (5,000 jobs of one key: 5,000 index entries read per later key). Here each ready entry
+        up to the ``limit``-th key is read once, from the index alone, in key order (no sort):
+        the cost grows with the ready jobs of the keys read, not with their square."""
+        quote = self.connection.ops.quote_name
+        col = self.columns(model, ("queue", "concurrency_key"))
+        first, params = ("> %s", [after]) if after is not None else (
+            ("IS NOT NULL", []) if unkeyed else ("> ''", []))
+        return statements.ready_keys(quote(model._meta.db_table), col, self.ready_prefix(),
+                                     first), [queue, *params, limit]
+
     def ready_rows(self, rows):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
+
+    def unique_slot_rows(self, rows, slot: str):
+        """By the generated column of migration 0014 (the slot while held, else NULL): its
+        unique index is the only index of slots."""
+        return rows.extra(where=[statements.HELD_SLOT_CONDITION], params=[slot])  # noqa: S610
 
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name

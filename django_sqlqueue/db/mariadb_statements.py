@@ -29,6 +29,7 @@ from ..statuses import (
     UNFINISHED_STATUSES,
     JobStatus,
 )
+from .job_table import UNIQUE_STATE_BITS
 from .pieces import cancel_wins, runs_again
 
 #: The generated columns of migration 0012, not fields of the model.
@@ -37,6 +38,11 @@ READY_COLUMN = "is_ready"
 #: its optimizer does not derive it from ``status IN (...)``): for ORM reads of ready rows.
 READY_CONDITION = f"`{READY_COLUMN}` = 1"
 UNFINISHED_KEY_COLUMN = "unfinished_unique_key"
+#: Migration 0014's generated column: a job's unique slot while it holds it (its status is one of
+#: its unique_states, job_table.SLOT_HELD), else NULL; its unique index stands in for the
+#: partial unique index of other databases, and finds a slot's holder.
+HELD_SLOT_COLUMN = "held_unique_slot"
+HELD_SLOT_CONDITION = f"`{HELD_SLOT_COLUMN}` = %s"
 
 
 def _ids(count: int) -> str:
@@ -104,6 +110,25 @@ def drop_generated_columns() -> str:
     return "ALTER TABLE `django_sqlqueue_job` " + ", ".join(parts)
 
 
+def add_held_slot_column() -> str:
+    """Migration 0014 forwards: the held slot's generated column and its unique index, as one
+    ALTER TABLE (whole or not at all, like ``add_generated_columns``). The status's bit is
+    ``job_table.UNIQUE_STATE_BITS``, written out here as that module's STATUS_BIT says it."""
+    bits = " ".join(f"WHEN '{status}' THEN {bit}" for status, bit in UNIQUE_STATE_BITS.items())
+    return (
+        "ALTER TABLE `django_sqlqueue_job` "
+        f"ADD COLUMN `{HELD_SLOT_COLUMN}` VARCHAR(300) AS (CASE WHEN `unique_states` & "
+        f"(CASE `status` {bits} ELSE 0 END) > 0 THEN `unique_slot` END) PERSISTENT, "
+        f"ADD UNIQUE INDEX `sqlqueue_job_unique_slot` (`{HELD_SLOT_COLUMN}`)"
+    )
+
+
+def drop_held_slot_column() -> str:
+    """Migration 0014 backwards."""
+    return ("ALTER TABLE `django_sqlqueue_job` DROP INDEX `sqlqueue_job_unique_slot`, "
+            f"DROP COLUMN `{HELD_SLOT_COLUMN}`")
+
+
 # ---- updates that return columns, in steps --------------------------------------------------
 
 class Stepped(NamedTuple):
@@ -138,6 +163,18 @@ def _in(column: str):
     def text(prefix: str):
         return lambda count: f"{prefix} WHERE {column} IN ({_ids(count)})"
     return text
+
+
+def ready_keys(table, col: dict, ready_prefix: str, first: str) -> str:
+    """ready_keys on MariaDB: the distinct keys of a queue's ready rows whose key passes
+    ``first`` (SQL text of the test, maybe with one parameter), in key order, up to a limit.
+    Parameters: the queue, ``first``'s, the limit. The ready rows are ``is_ready = 1`` alone
+    (``ready_prefix``), without the status test it stands for: the status is not in the index,
+    and testing it read each row from the table."""
+    key = col["concurrency_key"]
+    return (f"SELECT {key} FROM {table} "  # noqa: S608 - names only
+            f"WHERE {ready_prefix}{col['queue']} = %s "
+            f"AND {key} {first} GROUP BY {key} ORDER BY {key} LIMIT %s")
 
 
 def claim_jobs(picked_ids_sql, table, pk, sets: list, set_params: int, columns: str,

@@ -1,6 +1,6 @@
 """PostgreSQL: NOTIFY in the insert's statement, values in JSON documents, a LATERAL join for
-limited queues, the planner's row estimates, statement timeouts, and the job table's storage
-parameters (migration 0011)."""
+limited queues, the planner's row estimates, statement timeouts, how current a standby is, and the
+job table's storage parameters (migration 0011)."""
 
 import json
 import re
@@ -19,6 +19,18 @@ TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)
 SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 
 INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
+
+#: On a standby (no row on a primary): when the last transaction it replayed committed on the
+#: primary, how long ago that is by the standby's clock, and how many seconds its replay is
+#: behind what it has received (0 when it has replayed all of it: the usual lag formula, blind
+#: to WAL not yet received, which the first two columns show). For READ_DATABASE.
+REPLICA_STATE = (
+    "SELECT pg_last_xact_replay_timestamp(), "
+    "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), "
+    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
+    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END "
+    "WHERE pg_is_in_recovery()"
+)
 
 
 def explain_json(query_sql: str) -> str:
@@ -43,6 +55,7 @@ class PostgreSQLDriver(DatabaseDriver):
     sends_plain_values = True
     estimates_rows = True
     builds_indexes_concurrently = True
+    reports_replica_state = True
     json_object = "jsonb_build_object"
 
     def problem(self) -> str | None:
@@ -215,6 +228,11 @@ class PostgreSQLDriver(DatabaseDriver):
             row = cursor.fetchone()
         return max(row[0], 0) if row else 0
 
+    def replica_state(self) -> tuple | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(REPLICA_STATE, [])
+            return cursor.fetchone()
+
     def query_row_estimate(self, queryset) -> float:
         query_sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
         with self.connection.cursor() as cursor:
@@ -273,3 +291,21 @@ def reset_job_table_storage_parameters() -> str:
             "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
             "autovacuum_analyze_scale_factor, autovacuum_analyze_threshold, "
             "autovacuum_vacuum_cost_delay)")
+
+
+#: Migration 0014: the jobs with tags, by tag, for ``tags @> '["x"]'`` (``JobQuerySet.tagged``).
+#: Partial, so a job without tags adds no entry: a plain insert costs what it did. Built
+#: CONCURRENTLY: writes go on while it is built (migration_operations.py says why).
+TAGS_INDEX = "sqlqueue_job_tags"
+
+
+def add_tags_index() -> str:
+    """Migration 0014 forwards (PostgreSQL only); ``jsonb_path_ops``: smaller and faster than
+    the default GIN class, and containment (``@>``) is all the tag filter asks."""
+    return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {TAGS_INDEX} ON django_sqlqueue_job "
+            "USING gin (tags jsonb_path_ops) WHERE tags IS NOT NULL")
+
+
+def drop_tags_index() -> str:
+    """Migration 0014 backwards."""
+    return f"DROP INDEX CONCURRENTLY IF EXISTS {TAGS_INDEX}"

@@ -9,15 +9,20 @@ task and version of the settings (``Task.job_defaults``); each enqueue then chec
 payload and per-call options.
 """
 
+import copy
+import dataclasses
 import datetime as dt
 import functools
+import math
 from dataclasses import dataclass
 
 from django.utils import timezone
 
 from ..conf import QueueSettings, get_settings
 from ..db.instances import new_instance
-from ..statuses import JobStatus
+from ..db.job_table import unique_states_mask
+from ..exceptions import InvalidUniqueKey
+from ..statuses import UNFINISHED_STATUSES, JobStatus
 from . import validation
 
 #: The keyword arguments ``enqueue`` accepts besides the payload and the database alias;
@@ -27,13 +32,21 @@ ENQUEUE_OPTIONS = frozenset(
         "queue", "priority", "run_at", "delay", "max_attempts", "max_interruptions", "max_age",
         "unique_key",
         "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
-        "concurrency_key",
+        "concurrency_key", "unique_states", "unique_period", "tags", "metadata",
     }
 )
 #: Options that describe one enqueue, not the task, so ``@job`` refuses them.
 PER_CALL_OPTIONS = frozenset({"run_at", "delay", "unique_key"})
 #: Options an enqueue may change without the task's other options being checked again.
-CHEAP_OPTIONS = PER_CALL_OPTIONS | {"concurrency_key"}
+CHEAP_OPTIONS = PER_CALL_OPTIONS | {
+    "concurrency_key", "unique_states", "unique_period", "tags", "metadata",
+}
+#: The options of JobDefaults that an enqueue may give instead of the task's, and their checks.
+_OWN_CHECKS = {
+    "unique_states": validation.unique_states, "unique_period": validation.unique_period,
+    "tags": validation.tags, "metadata": validation.metadata,
+}
+_UNFINISHED_MASK = unique_states_mask(UNFINISHED_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,12 @@ class JobDefaults:
     settings: QueueSettings  # the settings they were derived from; stale once these change
     fields: dict  # task_name, queue, priority, max_attempts, retry policy, timeout_seconds
     max_age: float | None  # seconds from run_at to expires_at; None: the jobs never expire
+    # A unique key's statuses (bits, None: the unfinished ones) and period in seconds (None:
+    # none); only jobs given a unique_key have one.
+    unique_states: int | None = None
+    unique_period: float | None = None
+    tags: list | None = None  # copied into each job
+    metadata: dict | None = None  # copied into each job
 
 
 def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = None) -> JobDefaults:
@@ -77,7 +96,8 @@ def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = Non
     # max_age counts from the moment the job is due, so a job scheduled for tomorrow with
     # max_age=1h may start until one hour after its run_at.
     max_age = None if max_age is None else validation.seconds(max_age, "max_age", allow_zero=False)
-    return JobDefaults(settings=conf, fields=fields, max_age=max_age)
+    own = {name: check(options.get(name)) for name, check in _OWN_CHECKS.items()}
+    return JobDefaults(settings=conf, fields=fields, max_age=max_age, **own)
 
 
 def prepare_job(model, task, args, kwargs, options=None):
@@ -88,6 +108,14 @@ def prepare_job(model, task, args, kwargs, options=None):
         defaults = task.job_defaults()  # checked once per task
     else:  # this call changes some of the task's options: check them together
         defaults = job_defaults(task.name, merged)
+    if options:
+        own = {name: _OWN_CHECKS[name](options[name]) for name in _OWN_CHECKS.keys() & options}
+        if own:  # this call's own tags, metadata or unique key's statuses and period
+            if (own.get("unique_states") or own.get("unique_period")) and merged.get(
+                    "unique_key") is None:
+                raise InvalidUniqueKey("unique_states and unique_period apply to a unique_key: "
+                                       "pass unique_key too (e.g. f'sync-{customer.pk}').")
+            defaults = dataclasses.replace(defaults, **own)
     fields = new_job_fields(
         defaults, args, kwargs, run_at=merged.get("run_at"), delay=merged.get("delay"),
         unique_key=merged.get("unique_key"),
@@ -104,7 +132,7 @@ def new_job_fields(
     """Every field value of one new job: ``defaults`` plus this call's payload, time and key."""
     now = now or timezone.now()
     due = validation.run_at(run_at, delay, now)
-    return {
+    fields = {
         **defaults.fields,
         "payload": validation.json_payload(
             args, kwargs, max_bytes=defaults.settings.MAX_PAYLOAD_BYTES
@@ -119,6 +147,26 @@ def new_job_fields(
         # The fields that only a claim or an outcome sets have no default: None, filled in by
         # build_job (or Job.__init__).
     }
+    if defaults.tags is not None:
+        fields["tags"] = list(defaults.tags)
+    if defaults.metadata is not None:
+        fields["metadata"] = copy.deepcopy(defaults.metadata)
+    key = fields["unique_key"]
+    if key is not None and (defaults.unique_states or defaults.unique_period):
+        # A slot instead of the plain unique key (Job.unique_slot says why).
+        fields.update(unique_key=None, unique_slot=unique_slot(key, defaults.unique_period, now),
+                      unique_states=defaults.unique_states or _UNFINISHED_MASK)
+    return fields
+
+
+def unique_slot(key: str, period: float | None, now: dt.datetime) -> str:
+    """A unique key's slot: the key, and with a period the start of the period ``now`` is in,
+    counted from the epoch in UTC (``sync-42@2026-11-26T02:05:00+00:00``): every enqueue of the
+    key in that period names the same slot, which one job at a time can hold."""
+    if period is None:
+        return key
+    start = math.floor(now.timestamp() / period) * period
+    return f"{key}@{dt.datetime.fromtimestamp(start, dt.timezone.utc).isoformat()}"
 
 
 def new_job_state() -> dict:

@@ -33,6 +33,7 @@ from django.db.models.expressions import DatabaseDefault
 
 from .. import signals
 from ..db import ops
+from ..db.job_table import holds_unique_slot
 from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
 from ..observability import metrics, tracing
 from . import notify
@@ -58,9 +59,13 @@ def insert_jobs(jobs: list, alias: str, *, batch_size: int = 1000) -> None:
 
 
 def insert_job(job, alias: str):
-    """Insert one job from ``prepare()`` on ``alias``; with a unique key that an unfinished job
-    already holds, insert nothing and return that job instead (``Job.objects.enqueue``)."""
-    if job.unique_key is None:
+    """Insert one job from ``prepare()`` on ``alias``; with a unique key (or slot) that another
+    job holds, insert nothing and return that job instead (``Job.objects.enqueue``).
+
+    The database decides, under any race: the insert conflicts on the unique index, and only
+    then is the holder read. A holder that let go in between (it finished) means a retry.
+    """
+    if job.unique_key is None and job.unique_slot is None:
         insert_jobs([job], alias)
         return job
     for _ in range(3):
@@ -70,16 +75,21 @@ def insert_job(job, alias: str):
                 insert_jobs([job], alias)
             return job
         except IntegrityError:
-            existing = (
-                type(job).objects.using(alias)
-                .unfinished()
-                .filter(unique_key=job.unique_key)
-                .first()
-            )
+            existing = _holder(job, alias)
             if existing is not None:
                 return existing
             job.pk = None  # the holder finished in between: try the insert again
-    raise IntegrityError(f"could not enqueue unique job {job.unique_key!r}: keeps conflicting")
+    key = job.unique_key if job.unique_slot is None else job.unique_slot
+    raise IntegrityError(f"could not enqueue unique job {key!r}: keeps conflicting")
+
+
+def _holder(job, alias: str):
+    """The job that holds ``job``'s unique key or slot now, or None."""
+    jobs = type(job).objects.using(alias)
+    if job.unique_slot is None:
+        return jobs.unfinished().filter(unique_key=job.unique_key).first()
+    rows = ops(connections[alias]).unique_slot_rows(jobs, job.unique_slot)
+    return next((row for row in rows if holds_unique_slot(row.status, row.unique_states)), None)
 
 
 def _insert(jobs: list, alias: str, batch_size: int) -> None:

@@ -6,6 +6,7 @@ When the jobs table is in the same database as your data, plain ``enqueue()`` in
 transaction on ``using`` to commit, then inserts the job; on rollback the job is dropped.
 """
 
+from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.db import transaction
 
@@ -22,3 +23,10 @@ def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
     job = jobs.prepare(task, args, kwargs, **options)
     transaction.on_commit(lambda: jobs.enqueue_prepared(job), using=using)
     return job
+
+
+async def aenqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
+    """``enqueue_on_commit`` for async code, on the thread of the caller's sync work
+    (``thread_sensitive``): the callback joins the transaction open there, if any."""
+    return await sync_to_async(enqueue_on_commit, thread_sensitive=True)(
+        task, args, kwargs, using=using, **options)

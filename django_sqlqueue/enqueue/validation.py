@@ -12,19 +12,30 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..conf import QUEUE_NAME_RE
-from ..db.job_table import MAX_PRIORITY, MIN_PRIORITY  # the same range as django.tasks
+from ..db.job_table import (  # the same priority range as django.tasks
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    unique_states_mask,
+)
 from ..exceptions import (
     InvalidArguments,
     InvalidConcurrencyKey,
+    InvalidMetadata,
     InvalidPayload,
     InvalidPriority,
     InvalidQueueName,
     InvalidRetryPolicy,
     InvalidSchedule,
+    InvalidTags,
     InvalidUniqueKey,
 )
+from ..statuses import UNFINISHED_STATUSES, JobStatus
 
 UNIQUE_KEY_MAX_LENGTH = 255
+#: Tags: how many a job may have, and how long each may be.
+MAX_TAGS, TAG_MAX_LENGTH = 20, 100
+#: The largest metadata, as compact JSON in UTF-8.
+METADATA_MAX_BYTES = 4096
 # Made once: json.dumps() with options builds a new encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
@@ -259,3 +270,79 @@ def _key(value, option, error, example=""):
             f"characters{example}, not {value!r}."
         )
     return value
+
+
+def unique_states(value) -> int | None:
+    """The ``unique_states`` bits of ``value`` (status names), or None for the default (the
+    unfinished statuses: today's unique key). Every unfinished status must be among them: a job
+    moves between those on its own (claimed, retried, released), and one that came back to a
+    counted status while another held its slot could not be written."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise InvalidUniqueKey(
+            f"unique_states must be a list of statuses (e.g. ['queued', 'running', 'failed', "
+            f"'succeeded']), not {value!r}.")
+    statuses = set()
+    for status in value:
+        if status not in JobStatus.values:
+            raise InvalidUniqueKey(
+                f"unique_states has {status!r}, which is not a job status: use some of "
+                f"{', '.join(JobStatus.values)}.")
+        statuses.add(JobStatus(status))
+    missing = [status.value for status in UNFINISHED_STATUSES if status not in statuses]
+    if missing:
+        raise InvalidUniqueKey(
+            f"unique_states must include every unfinished status ({', '.join(UNFINISHED_STATUSES)})"
+            f"; add {', '.join(missing)}. It chooses which finished statuses still hold the key.")
+    if statuses == set(UNFINISHED_STATUSES):
+        return None
+    return unique_states_mask(statuses)
+
+
+def unique_period(value) -> float | None:
+    """Seconds (a number or timedelta, at least 1 second), or None for no period."""
+    if value is None:
+        return None
+    period = seconds(value, "unique_period", error=InvalidUniqueKey, allow_zero=False)
+    if period < 1:
+        raise InvalidUniqueKey(f"unique_period is {period!r} seconds; use 1 second or more.")
+    return period
+
+
+def tags(value) -> list | None:
+    """A new list of the tags (order kept, duplicates refused), or None for none."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise InvalidTags(f"tags must be a list of strings (e.g. ['billing', 'customer-42']), "
+                          f"not {value!r}.")
+    if len(value) > MAX_TAGS:
+        raise InvalidTags(f"{len(value)} tags is over the limit of {MAX_TAGS}: keep tags for "
+                          "what you search by, and put the rest in metadata.")
+    for tag in value:
+        if not isinstance(tag, str) or not tag or len(tag) > TAG_MAX_LENGTH:
+            raise InvalidTags(f"each tag must be a non-empty string of at most {TAG_MAX_LENGTH} "
+                              f"characters, not {tag!r}.")
+    if len(set(value)) != len(value):
+        raise InvalidTags(f"tags {list(value)!r} has duplicates: give each tag once.")
+    return list(value) or None
+
+
+def metadata(value) -> dict | None:
+    """A JSON copy of the metadata (a dict of plain JSON, at most METADATA_MAX_BYTES), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidMetadata(f"metadata must be a dict (a JSON object), not {value!r}.")
+    try:
+        check_json(value, "metadata")
+    except InvalidPayload as error:
+        raise InvalidMetadata(str(error)) from None
+    text = _COMPACT_JSON.encode(value)
+    size = len(text.encode())
+    if size > METADATA_MAX_BYTES:
+        raise InvalidMetadata(
+            f"metadata is {size} bytes as JSON, over the limit of {METADATA_MAX_BYTES}: keep "
+            "large data in your own table and put its id in metadata.")
+    return json.loads(text) or None

@@ -2,6 +2,7 @@
 
 from ..observability.durations import seconds_text
 from ..observability.snapshot import EXACT_LIMIT
+from ..statuses import JobStatus
 
 #: (heading, what it shows) per column, in order.
 COLUMNS = (
@@ -46,10 +47,7 @@ def lines(snap) -> list[str]:
             str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),
             str(queue.live_workers),
         ])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    table = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-             for row in rows]
+    table = _aligned(rows)
     notes = [f"! queue {q.name}: jobs are due and no live worker takes it"
              for q in snap.queues if q.unserved]
     if not snap.queues:
@@ -58,4 +56,36 @@ def lines(snap) -> list[str]:
         notes.append("~ estimated from a sample of the table (counted exactly up to "
                      f"{EXACT_LIMIT:,} jobs)" + ("; > the lag is at least this" if "queued" in
                                                   snap.estimated else ""))
+    if snap.replica is not None:
+        head += f"\nread from {snap.database!r}, {snap.replica.text()}"
     return [head, *table, *notes]
+
+
+def tagged_lines(tags, stats: dict) -> list[str]:
+    """``stats --tag``: the jobs with every one of ``tags``, per queue, by status, and lag;
+    ``stats`` is ``JobQuerySet.stats()`` of them."""
+    rows = [["QUEUE", *(status.upper() for status in JobStatus.values), "LAG"]]
+    for queue, queue_stats in stats.items():
+        lag = queue_stats.lag_seconds
+        rows.append([queue, *(str(queue_stats.counts.get(status, 0))
+                              for status in JobStatus.values),
+                     "-" if lag is None else seconds_text(lag, coarse=True)])
+    return [f"jobs tagged {', '.join(tags)}", *_aligned(rows), *([] if stats else ["no jobs"])]
+
+
+def _aligned(rows) -> list[str]:
+    """``rows`` of cells as lines: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+            for row in rows]
+
+
+def tagged_json(tags, stats: dict) -> dict:
+    """``stats --tag --json``: ``{"tags": [...], "queues": {queue: {"counts": {status: n},
+    "lag_seconds": s or null}}}``."""
+    return {"tags": list(tags), "queues": {
+        queue: {"counts": {status: queue_stats.counts.get(status, 0)
+                           for status in JobStatus.values},
+                "lag_seconds": queue_stats.lag_seconds}
+        for queue, queue_stats in stats.items()}}

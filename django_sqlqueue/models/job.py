@@ -72,6 +72,17 @@ class Job(models.Model):
     errors = models.JSONField(db_default=models.Value("[]"))
     # NULL, not "", means "no key": the partial unique index skips NULLs.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # A unique key with its own statuses or period (unique_states, unique_period): the key, and
+    # with a period the start of the enqueue's period ("sync-42@2026-11-26T02:05:00+00:00");
+    # held while the status is one of the bits of unique_states (db/job_table.py). Such a job
+    # has no unique_key: the two kinds of key never collide. NULL for every other job.
+    unique_slot = models.CharField(  # noqa: DJ001
+        max_length=300, null=True, blank=True, editable=False)
+    unique_states = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    # Labels and a small JSON object given at enqueue (or by @job), for the job to read and
+    # for operators to search by (JobQuerySet.tagged). NULL when none were given.
+    tags = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(null=True, blank=True)
     # Jobs sharing a key count against the per-key limits of their queue (Queue). "" is no key,
     # not NULL: the claim reads the jobs without a key in claim order from the same index as a
     # key's (sqlqueue_job_ready_by_key); PostgreSQL keeps an index's order after "= ''", not

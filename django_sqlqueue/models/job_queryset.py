@@ -3,8 +3,9 @@
 
 import datetime as dt
 
+from asgiref.sync import sync_to_async
 from django.db import connections, models, router
-from django.db.models import Case, F, Max, Q, Value, When
+from django.db.models import Case, Exists, F, Max, OuterRef, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -14,6 +15,7 @@ from ..claim.plain import CLAIM_ORDER
 from ..conf import get_settings
 from ..db import ops
 from ..db.clock import DatabaseNow
+from ..db.job_table import SLOT_HELD
 from ..db.postgresql import notify as notify_sql
 from ..enqueue.building import ENQUEUE_OPTIONS, prepare_job
 from ..enqueue.inserting import insert_job, insert_jobs
@@ -94,6 +96,14 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             queues = [queues]
         return self.filter(queue__in=list(queues))
 
+    def tagged(self, *tags):
+        """Jobs that have every one of ``tags``. PostgreSQL looks them up in the GIN index of
+        tags; SQLite and MariaDB read each job's tags (no index serves it there: filter by
+        queue, task or time too on a big table)."""
+        if not tags or not all(isinstance(tag, str) and tag for tag in tags):
+            raise ValueError(f"tagged() takes one or more tags (non-empty strings), not {tags!r}.")
+        return ops(connections[self.db]).tagged_rows(self, tags)
+
     # ---- enqueue -------------------------------------------------------------------------
     def _write_alias(self, using=None) -> str:
         return using or self._db or router.db_for_write(self.model)
@@ -108,11 +118,13 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         ``task`` is a ``@job`` function or its registered name. Options: ``queue``, ``priority``
         (-100..100, higher first), ``run_at`` or ``delay``, ``max_attempts``, ``max_age``,
-        ``unique_key``, ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
+        ``unique_key`` (with ``unique_states`` and ``unique_period``), ``tags``, ``metadata``,
+        ``concurrency_key`` (docs/limits.md), ``retry_backoff`` /
         ``retry_min_delay`` / ``retry_max_delay`` / ``retry_jitter``, and ``using`` (database
         alias; default: the router's choice for Job).
 
-        With a ``unique_key`` that an unfinished job already holds, nothing is inserted and that
+        With a ``unique_key`` that an unfinished job already holds (or, with ``unique_states`` or
+        ``unique_period``, a job in those statuses or that period), nothing is inserted and that
         job is returned instead.
         """
         return self.enqueue_prepared(self.prepare(task, args, kwargs, **options), using=using)
@@ -136,9 +148,10 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
                     "bulk_enqueue() takes unsaved jobs from task.prepare(...) or "
                     "Job.objects.prepare(...)."
                 )
-            if job.unique_key is not None:
+            if job.unique_key is not None or job.unique_slot is not None:
                 raise ValueError(
-                    f"bulk_enqueue() cannot deduplicate unique_key {job.unique_key!r}: "
+                    f"bulk_enqueue() cannot deduplicate unique_key "
+                    f"{job.unique_key or job.unique_slot!r}: "
                     "enqueue unique jobs one at a time with enqueue()."
                 )
         now = timezone.now()
@@ -148,6 +161,22 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             job.enqueued_at = now
         insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
         return jobs
+
+    # The async twins: the sync call on the thread of the caller's sync work (as django.tasks'
+    # aenqueue), so that inside its atomic block the job joins its transaction.
+    async def aenqueue(self, task, args=(), kwargs=None, *, using=None, **options):
+        """``enqueue`` for async code: ``await Job.objects.aenqueue(task, ...)``."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(
+            task, args, kwargs, using=using, **options)
+
+    async def aenqueue_prepared(self, job, *, using=None):
+        """``enqueue_prepared`` for async code."""
+        return await sync_to_async(self.enqueue_prepared, thread_sensitive=True)(job, using=using)
+
+    async def abulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
+        """``bulk_enqueue`` for async code."""
+        return await sync_to_async(self.bulk_enqueue, thread_sensitive=True)(
+            jobs, using=using, batch_size=batch_size)
 
     # ---- claim ---------------------------------------------------------------------------
     def claim(self, queues=None, worker_id="", *, limit=1, lease=None, now=None,
@@ -245,22 +274,29 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         Attempts never go down: a job with none left gets one more (max_attempts = attempts + 1).
         Its error history is kept, and its expiry is cleared so it cannot expire straight away.
-        A job whose unique key another unfinished job holds now is skipped.
+        A job whose unique key another unfinished job holds now is skipped, as is one whose
+        unique slot another job holds (``unique_states``).
         """
         now = now or timezone.now()
-        taken_keys = self.model.objects.using(self.db).unfinished().filter(
-            unique_key__isnull=False
-        ).values("unique_key")
-        retryable = self.filter(status__in=RETRYABLE_STATUSES).exclude(unique_key__in=taken_keys)
-        # Of several selected jobs sharing a unique key, only the newest can hold it again.
+        jobs = self.model.objects.using(self.db)
+        taken_keys = jobs.unfinished().filter(unique_key__isnull=False).values("unique_key")
+        slot_held_by_another = jobs.filter(SLOT_HELD, unique_slot=OuterRef("unique_slot")).exclude(
+            pk=OuterRef("pk"))
+        retryable = (self.filter(status__in=RETRYABLE_STATUSES).exclude(unique_key__in=taken_keys)
+                     .exclude(Exists(slot_held_by_another)))
+        # Of several selected jobs sharing a unique key (or slot), only the newest can hold it.
         newest_per_key = (
             retryable.filter(unique_key__isnull=False).values("unique_key")
             .annotate(newest=Max("pk")).values("newest")
         )
+        newest_per_slot = (
+            retryable.filter(unique_slot__isnull=False).values("unique_slot")
+            .annotate(newest=Max("pk")).values("newest")
+        )
         return (
-            self.model.objects.using(self.db)
-            .filter(pk__in=retryable.values("pk"))
+            jobs.filter(pk__in=retryable.values("pk"))
             .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
+            .filter(Q(unique_slot__isnull=True) | Q(pk__in=newest_per_slot))
             .update(
                 status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
                 lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,

@@ -1,12 +1,47 @@
-"""Queue: what operators set for one queue (a pause, and limits), read by every claim."""
+"""Queue: what operators set for one queue (a pause, limits, fair shares), read by claims."""
 
+import math
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+
+from ..exceptions import InvalidQueueLimit
+
+
+def check_key_weights(weights) -> dict:
+    """``weights`` as a queue's ``key_weights``: {concurrency key: a number above 0} ("" is the
+    jobs without a key; a key not named weighs 1). Raises InvalidQueueLimit naming the fix."""
+    if weights is None:
+        return {}
+    if not isinstance(weights, dict):
+        raise InvalidQueueLimit(
+            f"key weights are a dict of {{concurrency key: weight}}, e.g. {{'gold': 3}}, not "
+            f"{weights!r}.")
+    for key, weight in weights.items():
+        if not isinstance(key, str) or len(key) > 255:
+            raise InvalidQueueLimit(
+                f"a key weight's key is a concurrency key (a string of at most 255 characters; "
+                f"'' for the jobs without one), not {key!r}.")
+        if (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                or not math.isfinite(weight) or not weight > 0):
+            raise InvalidQueueLimit(
+                f"the weight of key {key!r} must be a number above 0 (1 is a plain share), "
+                f"not {weight!r}.")
+    return dict(weights)
+
+
+def _valid_key_weights(value):
+    try:
+        check_key_weights(value)
+    except InvalidQueueLimit as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class Queue(models.Model):
     """What operators set for one queue, read by every worker's claim (docs/limits.md): a pause,
-    and limits on running jobs and on starts, for the whole queue and for each concurrency key.
+    limits on running jobs and on starts, for the whole queue and for each concurrency key,
+    and fair shares between the concurrency keys (``fair``, ``key_weights``).
 
     A queue needs no row: without one (or with every limit empty and no pause) its jobs are
     claimed by the plain single-statement claim. Rows are written by ``queue_control`` (code,
@@ -29,6 +64,14 @@ class Queue(models.Model):
     # The claim's own bookkeeping: {"": [start, ...], key: [start, ...]}, POSIX seconds by the
     # database's clock, of the starts still inside the rate period.
     recent_starts = models.JSONField(default=dict, blank=True, editable=False)
+    # Fair shares (docs/fairness.md): claims rotate between the concurrency keys of the ready
+    # jobs, each key's share in proportion to its weight in ``key_weights`` (1 if not named).
+    fair = models.BooleanField(default=False, db_default=False)
+    key_weights = models.JSONField(default=dict, blank=True, validators=[_valid_key_weights])
+    # The fair claim's own bookkeeping (claim/fair.py): {"leads": {key: its lead over the
+    # queue's virtual time}, only of the keys served ahead of it; "after": the key the next
+    # claim's scan of the keys starts after, when they are too many for one claim}.
+    fair_state = models.JSONField(default=dict, blank=True, editable=False)
     last_claim_at = models.DateTimeField(null=True, blank=True, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -49,8 +92,9 @@ class Queue(models.Model):
 
     @property
     def is_limited(self) -> bool:
-        """Whether the claim of this queue must count (one limit or more is set)."""
-        return any(limit is not None for limit in (
+        """Whether the claim of this queue must count (one limit or more is set, or fair
+        shares)."""
+        return self.fair or any(limit is not None for limit in (
             self.concurrency_limit, self.rate_limit, self.key_concurrency_limit,
             self.key_rate_limit))
 
@@ -66,4 +110,9 @@ class Queue(models.Model):
         text = ", ".join(part for part in whole if part)
         if any(key):
             text += ("; " if text else "") + "per key: " + ", ".join(part for part in key if part)
+        if self.fair:
+            weights = ", ".join(f"{key or '(no key)'}={weight:g}"
+                                for key, weight in sorted((self.key_weights or {}).items()))
+            text += (("; " if text else "") + "fair shares per key"
+                     + (f" (weights {weights})" if weights else ""))
         return text or "none"

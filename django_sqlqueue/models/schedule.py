@@ -14,10 +14,13 @@ from ..schedules.queries import ScheduleQuerySet
 class Schedule(models.Model):
     """A periodic schedule: when to enqueue which task with which arguments (docs/schedules.md).
 
-    Rows are written by the sync from code (``@schedule`` declarations, when a worker starts):
-    the definition columns follow the code, and a schedule gone from the code is *retired*
-    (``retired_at``), never deleted or left firing. The operator's state (``paused_at``) is
-    never touched by a sync, so a paused schedule stays paused across deploys.
+    A row has an owner, ``source``: ``"code"`` rows are written by the sync from code
+    (``@schedule`` declarations, when a worker starts): the definition columns follow the code,
+    and a schedule gone from the code is *retired* (``retired_at``), never deleted or left
+    firing. ``"runtime"`` rows are made, changed and deleted at run time
+    (schedules/runtime.py, the admin's forms); the sync never touches them. The operator's
+    state (``paused_at``) is never touched by a sync, so a paused schedule stays paused across
+    deploys.
 
     ``next_run_at`` is the cursor: the first tick not yet handled. The scheduler of any worker
     enqueues due ticks and moves the cursor in one transaction that first updates this row
@@ -26,6 +29,8 @@ class Schedule(models.Model):
     it is synced, so any worker can enqueue its ticks without the task's code.
     """
 
+    CODE, RUNTIME = "code", "runtime"
+    SOURCE_CHOICES = [(CODE, "declared in code"), (RUNTIME, "created at run time")]
     MISSED_CHOICES = [
         (tick_plan.LATEST, "run the latest once"),
         (tick_plan.SKIP, "skip"),
@@ -33,6 +38,9 @@ class Schedule(models.Model):
     ]
 
     name = models.CharField(max_length=150, unique=True)
+    # Who owns the definition: the sync from code, or the run-time API and the admin.
+    source = models.CharField(max_length=16, choices=SOURCE_CHOICES, default=CODE,
+                              db_default=CODE)
     task_name = models.CharField(max_length=255)
     # Exactly one of cron (as written: "0 3 * * *" or "@daily") and every_seconds.
     cron = models.CharField(max_length=200, blank=True)
@@ -83,6 +91,9 @@ class Schedule(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(missed__in=tick_plan.POLICIES), name="sqlqueue_schedule_missed_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(source__in=("code", "runtime")), name="sqlqueue_schedule_source_valid"
             ),
         ]
 

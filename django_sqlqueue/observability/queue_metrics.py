@@ -18,6 +18,8 @@ from ..conf import get_settings
 from ..db.clock import database_now
 from ..models import Job, Worker
 from ..statuses import JobStatus
+from . import fleet
+from .replica import replica_state
 
 
 class QueueMetricsCollector:
@@ -61,6 +63,14 @@ class QueueMetricsCollector:
             jobs.add_metric([row["queue"], row["task_name"], JobStatus.RUNNING], row["jobs"])
         yield from (jobs, ready, lag)
         yield from self._workers(now, queues)
+        yield from self._autoscale()
+        replica = replica_state(self.alias)  # SQLQUEUE["READ_DATABASE"], a standby
+        if replica is not None and replica.age_seconds is not None:
+            age = GaugeMetricFamily("sqlqueue_replica_age_seconds", "These gauges are read from "
+                                    "a replica: how long ago the last change it replayed was "
+                                    "committed on the primary.")
+            age.add_metric([], replica.age_seconds)
+            yield age
 
     def _waiting(self, now):
         """Queued and failed jobs by queue, task and status; due ones apart. The filter is the
@@ -101,3 +111,23 @@ class QueueMetricsCollector:
             per_queue.add_metric([queue], len(serving))
             slots.add_metric([queue], sum(w.concurrency for w in serving))
         yield from (total, per_queue, slots)
+
+    def _autoscale(self):
+        """The fleet-wide autoscaling signals (fleet.py; docs/autoscaling.md): what an HPA or
+        KEDA scales a deployment of workers on."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        reading = fleet.measure(self.alias)
+        for name, text, value in [
+            ("sqlqueue_autoscale_desired_processes", "Worker processes the work wants now: "
+             "every running and due job on a slot, one more than live while the oldest due job "
+             "waits past AUTOSCALE_TARGET_WAIT_SECONDS (docs/autoscaling.md).",
+             reading.desired()),
+            ("sqlqueue_autoscale_oldest_due_age_seconds", "How long the oldest due job of any "
+             "queue has waited for a slot (0: none is due).", reading.oldest_due_age or 0.0),
+            ("sqlqueue_autoscale_busy_share", "Running jobs over the job slots of the live "
+             "workers, from 0 to 1.", reading.busy_share),
+        ]:
+            gauge = GaugeMetricFamily(name, text)
+            gauge.add_metric([], value)
+            yield gauge

@@ -15,7 +15,9 @@ repeatable-read transaction, so the throughput's rollup and the job table agree)
   (an estimated lag is that of the oldest due job in the sample: a lower bound). SQLite always
   counts exactly;
 - throughput: throughput.py;
-- the workers.
+- the workers;
+- which database was read and, when it is a standby (``SQLQUEUE["READ_DATABASE"]``), how
+  current it is: replica.py.
 """
 
 import datetime as dt
@@ -30,6 +32,7 @@ from ..models import Job, Worker
 from ..statuses import FINISHED_STATUSES, READY_STATUSES, JobStatus
 from . import throughput
 from .liveness import DEAD, heartbeat_state, serves
+from .replica import ReplicaState, replica_state
 
 SCHEDULED = "scheduled"
 #: Every state counted, in the order shown: the life of a job, problems last. "queued" is due
@@ -87,6 +90,8 @@ class Snapshot:
     estimated: tuple = ()  # the states whose counts are estimates (and the lag, with "queued")
     minute_start: dt.datetime | None = None  # the first minute of per_minute
     rolled_up_to: dt.datetime | None = None
+    database: str = "default"  # the alias read
+    replica: ReplicaState | None = None  # when that is a standby: how current it is
 
     @property
     def live_workers(self) -> list:
@@ -105,6 +110,8 @@ class Snapshot:
         (docs/observability.md describes it)."""
         return {
             "taken_at": _iso(self.taken_at),
+            "database": self.database,
+            "replica": self.replica.as_json() if self.replica else None,
             "estimated": list(self.estimated),
             "minute_start": _iso(self.minute_start),
             "queues": [queue.as_json() for queue in self.queues],
@@ -126,7 +133,9 @@ def take(*, alias: str = "default", now: dt.datetime | None = None) -> Snapshot:
         if text and not _in_outer_transaction(connection):
             with connection.cursor() as cursor:
                 cursor.execute(text, [])
-        return _read(alias, now)
+        snap = _read(alias, now)
+        snap.database, snap.replica = alias, replica_state(alias)
+        return snap
 
 
 def _in_outer_transaction(connection) -> bool:
@@ -214,8 +223,9 @@ def _sampled(alias: str, now, rows_in_table: float, statuses) -> list:
     connection = connections[alias]
     percent = min(100.0, 100.0 * SAMPLE_ROWS / rows_in_table)
     with connection.cursor() as cursor:
-        cursor.execute(*ops(connection).sampled_status_counts(
-            Job, now=now, percent=percent, statuses=statuses))
+        statement, params = ops(connection).sampled_status_counts(
+            Job, now=now, percent=percent, statuses=statuses)
+        cursor.execute(statement, params)
         sample = cursor.fetchall()
     rows = []
     for name, status, is_due, n, oldest in sample:

@@ -1,5 +1,5 @@
-"""What operators do to queues: pause, resume, set limits (code, the admin, ``manage.py
-queues``), and what they see: each queue's state and what its waiting jobs wait for.
+"""What operators do to queues: pause, resume, set limits and fair shares (code, the admin,
+``manage.py queues``), and what they see: each queue's state and what its waiting jobs wait for.
 
 Everything is stored in the Queue table, the one source every worker on every host reads
 (claim/limited.py enforces it in the claim). A pause stops new claims within one poll interval;
@@ -16,6 +16,7 @@ from ..claim.limited import ready_queues, recent_starts
 from ..enqueue.validation import queue_name
 from ..exceptions import InvalidQueueLimit
 from ..models import Job, Queue
+from ..models.queue import check_key_weights
 
 #: The limits ``set_limits`` takes, as Queue fields.
 LIMIT_FIELDS = ("concurrency_limit", "rate_limit", "rate_period_seconds",
@@ -69,6 +70,28 @@ def set_limits(name: str, *, using=None, **limits) -> Queue:
             name=queue_name(name))
         for key, value in limits.items():
             setattr(row, key, value)
+        row.save()
+    return row
+
+
+def set_fair(name: str, fair: bool = True, *, weights=None, using=None) -> Queue:
+    """Share the claims of queue ``name`` fairly between the concurrency keys of its ready jobs
+    (docs/fairness.md), or stop (``fair=False``). ``weights``: {key: a number above 0}, each
+    key's share relative to the others' ("" is the jobs without a key; a key not named weighs
+    1); None keeps the weights set before, ``{}`` removes them.
+    ``set_fair("reports", weights={"big-customer": 1, "": 2})``."""
+    if not isinstance(fair, bool):
+        raise InvalidQueueLimit(f"fair is True or False, not {fair!r}.")
+    weights = None if weights is None else check_key_weights(weights)
+    alias = _alias(using)
+    with transaction.atomic(using=alias):
+        row, _ = Queue.objects.using(alias).select_for_update().get_or_create(
+            name=queue_name(name))
+        row.fair = fair
+        if weights is not None:
+            row.key_weights = weights
+        if not fair:
+            row.fair_state = {}  # a fair queue later starts with every key level
         row.save()
     return row
 
@@ -162,4 +185,4 @@ def _describe(state, row, jobs, now):
                                if key in waiting_keys}
 
 
-__all__ = ["pause", "resume", "set_limits", "states", "QueueState"]
+__all__ = ["pause", "resume", "set_limits", "set_fair", "states", "QueueState"]

@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
@@ -140,6 +140,19 @@ def _load_registered_job(job) -> Attempt:
                                                   is_async=task.is_async)
 
 
+def runs_on_loop(job) -> bool:
+    """Whether ``job`` is an async job, to run on the worker's event loop (``arun``). A job
+    that cannot be loaded is not: ``run`` on a thread records why, as it always did (this runs
+    on the claiming thread, which an adapter's error must not stop)."""
+    try:
+        for prefix in _adapters:
+            if job.task_name.startswith(prefix):
+                return _load(job).is_async
+        return get_task(job.task_name).is_async
+    except Exception:  # noqa: BLE001 - see above
+        return False
+
+
 def _load(job) -> Attempt:
     for prefix, load in _adapters.items():
         if job.task_name.startswith(prefix):
@@ -162,12 +175,9 @@ def run(job) -> Outcome:
 
 
 def _run(job) -> Outcome:
-    try:
-        attempt = _load(job)
-    except UnknownTask as exc:
-        return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
-    except InvalidJob as exc:
-        return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
+    attempt = _begin(job)
+    if isinstance(attempt, Outcome):
+        return attempt
     if stop_requested(job):  # cancelled while it waited for a thread: do not start it
         return _over(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
@@ -175,42 +185,112 @@ def _run(job) -> Outcome:
     token = _current_job.set(job)
     try:
         value = attempt.call()
-    except Reschedule as signal:
-        try:
-            validation.run_at(signal.run_at, signal.delay, timezone.now())
-        except InvalidJob as exc:  # a bad delay fails the attempt, not the outcome write
-            return _failed(attempt, exc)
-        return _over(attempt, Outcome(OutcomeKind.RESCHEDULED, run_at=signal.run_at,
-                                      delay=signal.delay))
-    except Abort as exc:
-        return _over(attempt, Outcome(OutcomeKind.ABORTED, error=exc))
     # Whatever the job raised is its own failure, BaseExceptions included: sys.exit(),
     # KeyboardInterrupt or GeneratorExit in a job fail the job, never the worker's thread;
     # CancelledError is how an async job's task stops when the job is cancelled. Unless the
     # database went away under it: then the run was interrupted, not failed (outages.py).
     except BaseException as exc:  # noqa: BLE001 - see above
-        if outages.database_went_away(exc, job._state.db or DEFAULT_DB_ALIAS):
-            return _over(attempt, Outcome(OutcomeKind.INTERRUPTED, error=exc))
-        return _failed(attempt, exc)
+        return _over(attempt, _raised(attempt, exc))  # in the except block: signals see it
     finally:
         _current_job.reset(token)
+    return _over(attempt, _returned(attempt, value))
+
+
+async def arun(job) -> Outcome:
+    """``run`` for an async job on the worker's event loop: the function is awaited in the
+    calling task, and what may touch the database (signal receivers; the outage check after an
+    error) runs on the thread of ``sync_to_async(thread_sensitive=True)``, as the job's own ORM
+    calls do: no synchronous database call is made on the loop."""
+    started = time.monotonic()
+    span = tracing.run_span(job)
+    if span is tracing.OFF:
+        outcome = await _arun(job)
+    else:
+        with span as current:
+            outcome = await _arun(job)
+            tracing.ran(current, outcome)
+    outcome.duration_seconds = time.monotonic() - started
+    return outcome
+
+
+async def _arun(job) -> Outcome:
+    attempt = _begin(job)
+    if isinstance(attempt, Outcome):
+        return attempt
+    if stop_requested(job):
+        return await _off_loop(_over)(attempt, Outcome(OutcomeKind.CANCELLED))
+    if attempt.sends_signals:
+        await _off_loop(_tell)(attempt.started, attempt.job, "started")
+    token = _current_job.set(job)  # this task's own context: each job sees its own
+    try:
+        value = await cancellable(job, attempt.function)(*attempt.args, **attempt.kwargs)
+    except BaseException as exc:  # noqa: BLE001 - as in _run
+        return await _off_loop(_raised_and_over)(attempt, exc)
+    finally:
+        _current_job.reset(token)
+    outcome = _returned(attempt, value)
+    if attempt.sends_signals or stop_requested(job):
+        return await _off_loop(_over)(attempt, outcome)
+    return outcome
+
+
+def _off_loop(function):
+    return sync_to_async(function, thread_sensitive=True)
+
+
+def _raised_and_over(attempt: Attempt, error: BaseException) -> Outcome:
+    """``_over(attempt, _raised(attempt, error))`` inside an except block of ``error`` (on the
+    thread of the async job's sync calls), so that receivers see it in ``sys.exc_info()``."""
+    try:
+        raise error
+    except BaseException:  # noqa: BLE001 - it is the job's own error, re-raised to be handled
+        return _over(attempt, _raised(attempt, error))
+
+
+def _begin(job):
+    """The job's Attempt, or the Outcome of a job that cannot be loaded."""
+    try:
+        attempt = _load(job)
+    except UnknownTask as exc:
+        return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
+    except InvalidJob as exc:
+        return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
+    return attempt
+
+
+def _raised(attempt: Attempt, error: BaseException) -> Outcome:
+    """What an attempt that raised ``error`` came to (not yet told to the adapter)."""
+    if isinstance(error, Reschedule):
+        try:
+            validation.run_at(error.run_at, error.delay, timezone.now())
+        except InvalidJob as exc:  # a bad delay fails the attempt, not the outcome write
+            return _failure(attempt, exc)
+        return Outcome(OutcomeKind.RESCHEDULED, run_at=error.run_at, delay=error.delay)
+    if isinstance(error, Abort):
+        return Outcome(OutcomeKind.ABORTED, error=error)
+    if outages.database_went_away(error, attempt.job._state.db or DEFAULT_DB_ALIAS):
+        return Outcome(OutcomeKind.INTERRUPTED, error=error)
+    return _failure(attempt, error)
+
+
+def _returned(attempt: Attempt, value) -> Outcome:
     try:
         value = attempt.result(value)
     except (InvalidJob, TypeError, ValueError) as exc:
         # The function ran to the end, side effects and all: running it again would repeat
         # them, so the job ends exhausted with the reason instead of being retried.
-        return _over(attempt, Outcome(OutcomeKind.ABORTED, error=exc))
-    return _over(attempt, Outcome(OutcomeKind.SUCCEEDED, result=value))
+        return Outcome(OutcomeKind.ABORTED, error=exc)
+    return Outcome(OutcomeKind.SUCCEEDED, result=value)
 
 
-def _failed(attempt: Attempt, error: BaseException) -> Outcome:
-    """A failure: ask the adapter about the retry, then tell it (inside the except block)."""
+def _failure(attempt: Attempt, error: BaseException) -> Outcome:
+    """A failure: ask the adapter about the retry."""
     if stop_requested(attempt.job):
-        return _over(attempt, Outcome(OutcomeKind.FAILED, error=error))  # becomes cancelled
+        return Outcome(OutcomeKind.FAILED, error=error)  # becomes cancelled
     delay = attempt.retry_delay(error)
     if delay is False:
-        return _over(attempt, Outcome(OutcomeKind.ABORTED, error=error))
-    return _over(attempt, Outcome(OutcomeKind.FAILED, error=error, delay=delay))
+        return Outcome(OutcomeKind.ABORTED, error=error)
+    return Outcome(OutcomeKind.FAILED, error=error, delay=delay)
 
 
 def _over(attempt: Attempt, outcome: Outcome) -> Outcome:

@@ -63,7 +63,7 @@ class ScheduleSpec:
 
     @property
     def task_label(self) -> str:
-        return _task_label(self.task)
+        return task_label(self.task)
 
     def key(self) -> tuple:
         """What makes two declarations the same schedule (a module imported twice)."""
@@ -83,7 +83,7 @@ class ScheduleSpec:
         """The Schedule columns that follow the code: the timing, the task's job fields and
         payload resolved now (with the current settings), and the missed-tick policy."""
         self.timetable()  # TIME_ZONE may have changed since the declaration
-        task_name, payload, options = _job_template(self)
+        task_name, payload, options = job_template(self)
         return {
             "task_name": task_name,
             "cron": self.cron or "",
@@ -119,6 +119,31 @@ def schedule(*, cron: str | None = None, every=None, timezone: str | None = None
     - ``grace``: a tick found up to this late (seconds or timedelta, default 60) is late, not
       missed: it is enqueued whatever ``missed`` says.
     """
+    checked = checked_options(cron=cron, every=every, timezone=timezone, name=name, args=args,
+                              kwargs=kwargs, queue=queue, priority=priority, missed=missed,
+                              catch_up=catch_up, grace=grace)
+    conf = _settings()
+
+    def declare(task):
+        label = task_label(task)
+        spec = ScheduleSpec(name=name or label, task=task, **checked)
+        if not NAME_RE.fullmatch(spec.name):
+            raise InvalidPeriodicSchedule(
+                f"the task name {spec.name!r} cannot name a schedule: give it name=...")
+        if isinstance(task, JobTask) or conf is _settings_if_valid():
+            job_template(spec, conf)  # a bad queue, priority or backend fails at import
+        register(spec)
+        return task
+
+    return declare
+
+
+def checked_options(*, cron=None, every=None, timezone=None, name=None, args=(), kwargs=None,
+                    queue=None, priority=None, missed=tick_plan.LATEST, catch_up=None,
+                    grace=DEFAULT_GRACE_SECONDS) -> dict:
+    """``schedule()``'s arguments checked (InvalidPeriodicSchedule, or the enqueue errors of a
+    bad queue or priority) and normalised: the ``ScheduleSpec`` fields other than ``name`` and
+    ``task``. The one check of every schedule, declared in code or made at run time."""
     table = timetables.timetable(cron=cron, every=every, timezone=timezone or "UTC")
     every_seconds = table.seconds if table.kind == "interval" else None
     if every is not None and timezone is not None:
@@ -147,33 +172,18 @@ def schedule(*, cron: str | None = None, every=None, timezone: str | None = None
         raise InvalidPeriodicSchedule(
             f"name={name!r}: 1 to 150 characters from letters, digits, '_', '.', ':', '/' and "
             "'-', starting with a letter or digit.")
-    conf = _settings()
     try:
-        payload = validation.json_payload(args, kwargs, max_bytes=conf.MAX_PAYLOAD_BYTES)
+        payload = validation.json_payload(args, kwargs, max_bytes=_settings().MAX_PAYLOAD_BYTES)
     except InvalidJob as exc:
         raise InvalidPeriodicSchedule(f"schedule arguments: {exc}") from None
     if queue is not None:
         validation.queue_name(queue)
     if priority is not None:
         validation.priority(priority)
-
-    def declare(task):
-        label = _task_label(task)
-        spec = ScheduleSpec(
-            name=name or label, task=task, cron=table.expression if cron is not None else None,
-            every=every_seconds, timezone=timezone, args=tuple(payload["args"]),
-            kwargs=payload["kwargs"], queue=queue, priority=priority, missed=missed,
-            catch_up=catch_up, grace_seconds=grace_seconds,
-        )
-        if not NAME_RE.fullmatch(spec.name):
-            raise InvalidPeriodicSchedule(
-                f"the task name {spec.name!r} cannot name a schedule: give it name=...")
-        if isinstance(task, JobTask) or conf is _settings_if_valid():
-            _job_template(spec, conf)  # a bad queue, priority or backend fails at import
-        register(spec)
-        return task
-
-    return declare
+    return {"cron": table.expression if cron is not None else None, "every": every_seconds,
+            "timezone": timezone, "args": tuple(payload["args"]), "kwargs": payload["kwargs"],
+            "queue": queue, "priority": priority, "missed": missed, "catch_up": catch_up,
+            "grace_seconds": grace_seconds}
 
 
 def register(spec: ScheduleSpec) -> None:
@@ -192,7 +202,7 @@ def declared() -> list:
     return [_declared[name] for name in sorted(_declared)]
 
 
-def _task_label(task) -> str:
+def task_label(task) -> str:
     if isinstance(task, JobTask):
         return task.name
     module_path = getattr(task, "module_path", None)
@@ -220,7 +230,7 @@ def _settings_if_valid() -> QueueSettings | None:
         return None
 
 
-def _job_template(spec: ScheduleSpec, conf: QueueSettings | None = None) -> tuple:
+def job_template(spec: ScheduleSpec, conf: QueueSettings | None = None) -> tuple:
     """``(task_name, payload, job_options)`` of the jobs the schedule enqueues."""
     payload = {"args": list(spec.args), "kwargs": dict(spec.kwargs)}
     overrides = {key: value for key, value in (("queue", spec.queue),
@@ -243,6 +253,11 @@ def _job_template(spec: ScheduleSpec, conf: QueueSettings | None = None) -> tupl
         payload, max_age, task_name = fields["payload"], None, fields["task_name"]
     options = {key: fields[key] for key in JOB_OPTION_FIELDS}
     options["max_age_seconds"] = max_age
+    if isinstance(spec.task, JobTask):
+        # The task's tags and metadata go with each tick's job; named only when set, so that
+        # the rows of schedules without them stay as they were.
+        options.update({key: value for key, value in (("tags", defaults.tags),
+                                                      ("metadata", defaults.metadata)) if value})
     return task_name, payload, options
 
 

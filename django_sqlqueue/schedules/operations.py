@@ -42,10 +42,13 @@ class SyncResult:
     updated: tuple = ()  # definition changed (or retired and declared again: revived)
     retired: tuple = ()
     unchanged: int = 0
+    # Declared in code under the name of a run-time schedule: left alone, logged as an error.
+    conflicts: tuple = ()
 
     def summary(self) -> str:
         parts = [f"{len(names)} {what}" for what, names in (
-            ("created", self.created), ("updated", self.updated), ("retired", self.retired))
+            ("created", self.created), ("updated", self.updated), ("retired", self.retired),
+            ("in conflict with run-time schedules", self.conflicts))
             if names]
         return ", ".join(parts + [f"{self.unchanged} unchanged"])
 
@@ -54,6 +57,8 @@ def sync(alias: str, specs=None, *, now: dt.datetime | None = None) -> SyncResul
     """Make the table follow the declared schedules (default: every ``@schedule`` of this
     process): create the new ones, update those whose definition changed, revive retired ones
     declared again, and retire those gone from the code. Paused schedules stay paused.
+    Run-time schedules (``source="runtime"``, schedules/runtime.py) are never changed nor
+    retired: a declaration with the name of one is left out and logged as an error.
 
     A changed timing, a new and a revived schedule start at their first tick after now: ticks
     of an old definition, or from before the schedule existed, are not owed. Each write is one
@@ -62,7 +67,7 @@ def sync(alias: str, specs=None, *, now: dt.datetime | None = None) -> SyncResul
     """
     specs = declared() if specs is None else list(specs)
     definitions = {spec.name: (spec, spec.definition()) for spec in specs}
-    created, updated = [], []
+    created, updated, conflicts = [], [], []
     unchanged = 0
     for name in sorted(definitions):
         spec, definition = definitions[name]
@@ -76,21 +81,25 @@ def sync(alias: str, specs=None, *, now: dt.datetime | None = None) -> SyncResul
             created.append(name)
         elif outcome == "updated":
             updated.append(name)
+        elif outcome == "conflict":
+            conflicts.append(name)
         else:
             unchanged += 1
     retired = _retire_undeclared(alias, set(definitions), now)
-    result = SyncResult(tuple(created), tuple(updated), tuple(retired), unchanged)
-    if created or updated or retired:
+    result = SyncResult(tuple(created), tuple(updated), tuple(retired), unchanged,
+                        tuple(conflicts))
+    if created or updated or retired or conflicts:
         logger.info("schedules synced %s", result.summary())
     return result
 
 
 def _sync_one(alias, name, spec, definition, now):
-    """"created", "updated" or "unchanged"; None when a concurrent change lost us the write."""
+    """"created", "updated", "unchanged" or "conflict" (a run-time schedule has the name); None
+    when a concurrent change lost us the write."""
     row = Schedule.objects.using(alias).filter(name=name).first()
     clock = now or database_now(alias)
     if row is None:
-        first = _first_tick_after(spec.timetable(), clock)
+        first = first_tick_after(spec.timetable(), clock)
         inserted = Schedule.objects.using(alias).bulk_create(
             [Schedule(name=name, **definition, next_run_at=first, created_at=clock,
                       synced_at=clock)],
@@ -98,17 +107,23 @@ def _sync_one(alias, name, spec, definition, now):
         )
         # With ignore_conflicts the pk is never set: read back whether ours went in.
         return "created" if inserted and Schedule.objects.using(alias).filter(
-            name=name, created_at=clock, version=1).exists() else None
+            name=name, created_at=clock, version=1, source=Schedule.CODE).exists() else None
+    if row.source != Schedule.CODE:
+        logger.error("schedule name=%s is declared in code and was created at run time: the "
+                     "run-time schedule is kept and the declaration ignored; rename one of them",
+                     name)
+        return "conflict"
     changes = {key: value for key, value in definition.items() if getattr(row, key) != value}
     revive = row.retired_at is not None
     if not changes and not revive:
         return "unchanged"
     values = {**definition, "synced_at": clock, "version": F("version") + 1,
               "retired_at": None}
-    fence = {"pk": row.pk, "version": row.version, "retired_at": row.retired_at}
+    fence = {"pk": row.pk, "version": row.version, "retired_at": row.retired_at,
+             "source": Schedule.CODE}
     if revive or any(key in changes for key in TIMING_FIELDS):
         # A new cursor: only over the one read (a tick handled meanwhile moved it: read again).
-        values["next_run_at"] = _first_tick_after(spec.timetable(), clock)
+        values["next_run_at"] = first_tick_after(spec.timetable(), clock)
         fence["next_run_at"] = row.next_run_at
     written = Schedule.objects.using(alias).filter(**fence).update(**values)
     if not written:
@@ -119,19 +134,19 @@ def _sync_one(alias, name, spec, definition, now):
 
 
 def _retire_undeclared(alias, names: set, now) -> list:
-    retiring = list(Schedule.objects.using(alias).current().exclude(name__in=names)
-                    .values_list("name", flat=True))
+    code = Schedule.objects.using(alias).current().filter(source=Schedule.CODE)
+    retiring = list(code.exclude(name__in=names).values_list("name", flat=True))
     if not retiring:
         return []
     clock = now or database_now(alias)
-    Schedule.objects.using(alias).current().filter(name__in=retiring).update(
+    code.filter(name__in=retiring).update(
         retired_at=clock, version=F("version") + 1)
     for name in retiring:
         logger.warning("schedule name=%s retired: no longer declared in the code", name)
     return retiring
 
 
-def _first_tick_after(table, instant):
+def first_tick_after(table, instant):
     return next(iter(table.ticks_after(instant)), None)
 
 
@@ -200,7 +215,7 @@ def resume(queryset, *, now: dt.datetime | None = None) -> int:
     for row in queryset.paused():
         resumed += Schedule.objects.using(alias).filter(
             pk=row.pk, version=row.version, paused_at__isnull=False).update(
-            paused_at=None, paused_by="", next_run_at=_first_tick_after(row.timetable, now),
+            paused_at=None, paused_by="", next_run_at=first_tick_after(row.timetable, now),
             version=F("version") + 1)
     return resumed
 
@@ -258,7 +273,7 @@ def summaries(queryset, *, now: dt.datetime, next_count: int = 5) -> list:
             return None if value is None else value.astimezone(zone).isoformat()
 
         result.append({
-            "name": row.name, "task": row.task_name, "state": row.state,
+            "name": row.name, "source": row.source, "task": row.task_name, "state": row.state,
             "description": row.describe(), "cron": row.cron or None,
             "every_seconds": row.every_seconds, "timezone": row.timezone if row.cron else None,
             "args": (row.payload or {}).get("args", []),

@@ -27,13 +27,19 @@ def default_start_method() -> str:
     return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
-def fork_blocker() -> str | None:
-    """Close this process's database connections (and pools), then say why forking is still
-    unsafe, or None."""
+def close_connections() -> None:
+    """Close this process's database connections, and their pools: a forked child would share
+    their sockets (and a pool's threads would not be there)."""
     for connection in connections.all(initialized_only=True):
         connection.close()
         if connection.alias in getattr(type(connection), "_connection_pools", {}):
             connection.close_pool()  # its threads and sockets would be the child's too
+
+
+def fork_blocker() -> str | None:
+    """Close this process's database connections (and pools), then say why forking is still
+    unsafe, or None."""
+    close_connections()
     if not hasattr(os, "fork"):
         return "this platform cannot fork"
     others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
 
-from ..conf import get_settings
+from ..conf import MAX_ASYNC_CONCURRENCY, get_settings
 from ..enqueue.validation import queue_name
 from ..observability import metrics
 from .log_format import FORMATS
@@ -28,7 +28,10 @@ class InvalidWorkerOption(ValueError):
 class WorkerConfig:
     queues: list | None = None  # None: every queue
     concurrency: int = 8  # jobs run at once by this process (threads)
-    processes: int = 1
+    # async jobs run at once on the process's event loop; None: SQLQUEUE["ASYNC_CONCURRENCY"]
+    async_concurrency: int | None = None
+    processes: int | None = None  # None: 1, or --autoscale's minimum to start with
+    autoscale: str | None = None  # "MIN:MAX" processes under the supervisor (--autoscale)
     burst: bool = False  # exit once nothing is ready
     max_jobs: int | None = None  # recycle the process after this many jobs
     max_memory_mb: float | None = None  # recycle once the resident memory passes this
@@ -47,7 +50,17 @@ class WorkerConfig:
         settings = get_settings()
         if self.poll_interval is None:
             self.poll_interval = settings.POLL_INTERVAL_SECONDS
+        if self.async_concurrency is None:
+            self.async_concurrency = settings.ASYNC_CONCURRENCY
         problems = []
+        self.autoscale_range = None if self.supervised else self._autoscale_range(problems)
+        if self.autoscale_range and self.processes is not None:
+            problems.append("--autoscale sets the number of processes: leave out --processes")
+        if self.autoscale_range and self.burst:
+            problems.append("--autoscale cannot be combined with --burst (a drained process "
+                            "would be started again); use --processes with --burst")
+        if self.processes is None:
+            self.processes = 1
         if self.queues is not None:
             try:
                 self.queues = [queue_name(q) for q in self.queues]
@@ -64,6 +77,9 @@ class WorkerConfig:
                 "for more jobs at once, run more processes (--processes) or hosts: every job "
                 "thread may hold a database connection of its own"
             )
+        if not 0 <= self.async_concurrency <= MAX_ASYNC_CONCURRENCY:
+            problems.append(f"--async-concurrency must be from 0 (async jobs on the threads) to "
+                            f"{MAX_ASYNC_CONCURRENCY}, not {self.async_concurrency}")
         if self.max_jobs is not None and self.max_jobs < 1:
             problems.append(f"--max-jobs must be at least 1, not {self.max_jobs}")
         for option, value in [
@@ -92,11 +108,34 @@ class WorkerConfig:
         self.lease_seconds = settings.LEASE_SECONDS
         self.default_timeout = settings.TIMEOUT_SECONDS
         self.cancel_grace = settings.CANCEL_GRACE_SECONDS
+        self.block_warning_seconds = settings.ASYNC_BLOCK_WARNING_SECONDS
         self.notify = settings.NOTIFY
         self.maintenance_interval = settings.MAINTENANCE_INTERVAL_SECONDS
         self.scheduler_interval = settings.SCHEDULER_INTERVAL_SECONDS
         self.keep_succeeded = settings.KEEP_SUCCEEDED_SECONDS
         self.keep_failed = settings.KEEP_FAILED_SECONDS
+
+    def _autoscale_range(self, problems) -> tuple | None:
+        """(MIN, MAX) of ``--autoscale MIN:MAX``, or None; a problem said in ``problems``."""
+        if self.autoscale is None:
+            return None
+        text = str(self.autoscale).strip()
+        low, colon, high = text.partition(":")
+        try:
+            minimum, maximum = int(low), int(high)
+        except ValueError:
+            minimum = maximum = None
+        if not colon or minimum is None:
+            problems.append(f"--autoscale takes MIN:MAX, two whole numbers of processes (for "
+                            f"example --autoscale 1:4), not {text!r}")
+        elif not 1 <= minimum <= maximum <= MAX_PROCESSES:
+            problems.append(
+                f"--autoscale {text}: MIN must be at least 1 (scaling to zero is a platform's "
+                f"job, see docs/autoscaling.md) and at most MAX, and MAX at most "
+                f"{MAX_PROCESSES}")
+        else:
+            return minimum, maximum
+        return None
 
     @property
     def heartbeat_interval(self) -> float:

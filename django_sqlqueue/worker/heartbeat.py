@@ -13,6 +13,7 @@ from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..run.runner import Outcome, OutcomeKind
 from .log_format import fields
+from .resilience import TRANSIENT
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,16 @@ class Heartbeat:
 
     def run_once(self) -> int:
         """One beat. Returns how many leases were renewed."""
+        try:
+            return self._beat()
+        except TRANSIENT:
+            # The job threads check their connections and read back their claims before their
+            # next job (pool.py): the heartbeat fails in every outage longer than its interval,
+            # even one no job's query and no claim happened to meet.
+            self.pool.gate.suspect()
+            raise
+
+    def _beat(self) -> int:
         held = self.pool.held()
         self._fail_timed_out(held)
         # Jobs whose outcome waits for the writer keep their leases too: until it is written,
@@ -54,12 +65,18 @@ class Heartbeat:
         for entry in held:
             if entry.timed_out or entry.ran or entry.deadline is None or now < entry.deadline:
                 continue
-            seconds = entry.deadline - entry.started_at
-            error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
-            logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
-                           entry.job.task_name, entry.job.pk, entry.job.attempts, seconds,
-                           extra=fields("job.timed_out", task=entry.job.task_name,
-                                        job_id=entry.job.pk, attempt=entry.job.attempts,
-                                        timeout_seconds=seconds))
-            self.pool.time_out(entry, Outcome(OutcomeKind.FAILED, error=error))
+            self.pool.time_out(entry, timed_out(entry))
             self.on_timeout(entry.job)
+
+
+def timed_out(entry) -> Outcome:
+    """Log that a held job ran past its deadline and return the outcome it fails with (the
+    heartbeat's, and the event loop's for an async job)."""
+    seconds = entry.deadline - entry.started_at
+    error = JobTimeout(f"job {entry.job.pk} ran longer than its timeout of {seconds:g}s")
+    logger.warning("job timed out task=%s id=%s attempt=%s timeout_s=%g",
+                   entry.job.task_name, entry.job.pk, entry.job.attempts, seconds,
+                   extra=fields("job.timed_out", task=entry.job.task_name,
+                                job_id=entry.job.pk, attempt=entry.job.attempts,
+                                timeout_seconds=seconds))
+    return Outcome(OutcomeKind.FAILED, error=error)

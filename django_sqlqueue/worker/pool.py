@@ -12,9 +12,14 @@ same row can be held twice. A released job can be claimed again by the very next
 its old claim still waits in the inbox, and a job that timed out or lost its lease can run
 again while the thread of its old claim has not returned. Each claim has its own entry, and a
 thread, the writer's callback or a withdrawal only ever touches its own claim's.
+
+Once the database was in trouble (a connection broke, the gate closed: ``resilience.py``), the
+held jobs not started yet are read back before the next one starts, and those whose claims were
+lost are dropped (``lost_claims.py``).
 """
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -25,9 +30,11 @@ from django.db import connections
 from ..observability import metrics
 from ..run import runner
 from ..run.execution import report
+from .event_loop import EventLoop
 from .log_format import fields
+from .lost_claims import LostClaims
 from .outcome_writer import OutcomeWriter
-from .resilience import DatabaseGate, check_connections, tidy_connections
+from .resilience import DatabaseGate, tidy_connections
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -40,6 +47,10 @@ CLAIM_AHEAD_PER_THREAD = 8
 CLAIMED_AHEAD_MAX_WAIT = 1.0
 #: Outcomes waiting for the writer, at most, before the fetcher stops claiming: a few batches.
 MAX_UNWRITTEN = 2000
+#: With an event loop, a claim asks for the free async slots times the share of async jobs
+#: among the jobs recently claimed (a moving average, this weight per job), plus the free thread
+#: slots times the share of sync jobs (see ``Pool.free_slots``).
+ASYNC_SHARE_WEIGHT = 0.05
 
 
 def claim_of(job) -> tuple:
@@ -61,13 +72,25 @@ class HeldJob:
     ran: bool = False  # its thread is done with it
     written: bool = False  # its outcome is written (or the writer gave up)
     awaits_writer: bool = False  # counted in Pool._unwritten
+    on_loop: bool = False  # an async job, run on the event loop (worker/event_loop.py)
+    loop_slot: bool = False  # counted in Pool._on_loop: it takes an async slot
+    task: object = None  # its asyncio.Task, once the loop started it
 
 
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, on_slot_free, writer=None,
-                 on_result=None, max_backlog: int = MAX_UNWRITTEN):
+                 on_result=None, max_backlog: int = MAX_UNWRITTEN, worker_id: str | None = None,
+                 async_size: int = 0, block_warning_seconds: float = 0.5):
         self.size = size
+        # Async jobs at once on the event loop, beside the threads; 0: async jobs run on the
+        # threads (async_to_sync), one per thread, as sync jobs do.
+        self.async_size = async_size
+        self._on_loop = 0  # held jobs that take an async slot (started or about to be)
+        self.async_share = 0.0  # moving average of the share of async jobs claimed
         self.alias = alias
+        # Whose claims the held jobs are, to read them back after trouble (drop_lost_claims);
+        # None: not read back (a pool driven by a test without a worker).
+        self.worker_id = worker_id
         self.default_timeout = default_timeout
         self.on_slot_free = on_slot_free
         # Writes every outcome; a job stays held until its outcome is written (outcome_written).
@@ -84,13 +107,18 @@ class Pool:
         self._lock = threading.Lock()
         # Shut while the database is unreachable: the threads start no held job meanwhile.
         self.gate = DatabaseGate(alias)
+        self.lost_claims = LostClaims(self)  # read back after trouble (drop_lost_claims)
         self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
             for n in range(size)
         ]
+        self.loop = (EventLoop(self, block_warning_seconds=block_warning_seconds)
+                     if async_size else None)
 
     def start(self):
+        if self.loop is not None:
+            self.loop.start()
         for started, thread in enumerate(self._threads):
             try:
                 thread.start()
@@ -113,12 +141,40 @@ class Pool:
     def free_slots(self) -> int:
         """Jobs the fetcher may claim now. A job whose outcome waits for the writer takes no
         slot (its thread is free) until ``max_backlog`` of them wait: then none is free, and
-        while the database refuses writes the worker claims nothing more."""
+        while the database refuses writes the worker claims nothing more.
+
+        With an event loop there are two kinds of slot, and a claim cannot tell which kind a
+        job needs before it has it. It asks for the free slots of each kind weighed by the share
+        of that kind among recent claims: all async jobs lately, it fills the async slots; all
+        sync (or no async job yet), the threads, exactly as without a loop. The sync side is
+        rounded up, so a worker of async jobs still finds a sync one; the async side asks for one
+        job at least while the threads are full, so that async jobs still flow then. A job of a
+        kind whose slots are full waits, claimed ahead: a sync job in the inbox for a thread, an
+        async one on the loop for an async slot (both released after
+        ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so that the
+        jobs held never exceed the threads' capacity plus the async slots."""
         capacity = self.capacity()
         with self._lock:
             if self._unwritten >= self.max_backlog:
                 return 0
-            return capacity - (len(self._held) - self._unwritten)
+            running = len(self._held) - self._unwritten
+            if not self.async_size:
+                return capacity - running
+            sync_held = running - self._on_loop
+            free_sync = capacity - sync_held - max(0, self._on_loop - self.async_size)
+            free_async = self.async_size - self._on_loop - max(0, sync_held - capacity)
+            share = self.async_share
+        sync_part = math.ceil(max(0, free_sync) * (1 - share))
+        async_part = round(max(0, free_async) * share)
+        if share and not sync_part and free_async > 0:
+            async_part = max(1, async_part)
+        return sync_part + async_part
+
+    def runs_on_loop(self, job) -> bool:
+        """Whether this claim of ``job`` runs on the event loop (its task can be cancelled)."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            return entry is not None and entry.on_loop
 
     def unwritten(self) -> int:
         """Outcomes waiting for the writer (their jobs still held, their leases renewed)."""
@@ -141,9 +197,21 @@ class Pool:
             return not self._held
 
     def submit(self, job) -> None:
+        if self.loop is None:
+            with self._lock:
+                self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
+            self._inbox.put(job)
+            return
+        on_loop = runner.runs_on_loop(job)
+        entry = HeldJob(job, claimed_at=time.monotonic(), on_loop=on_loop, loop_slot=on_loop)
         with self._lock:
-            self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
-        self._inbox.put(job)
+            self._held[claim_of(job)] = entry
+            self._on_loop += on_loop
+            self.async_share += ASYNC_SHARE_WEIGHT * (on_loop - self.async_share)
+        if on_loop:
+            self.loop.submit(entry)
+        else:
+            self._inbox.put(job)
 
     def take_waiting(self, longer_than: float) -> list:
         """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
@@ -153,9 +221,11 @@ class Pool:
             return []  # they wait for the database, not for a thread: keep them
         cutoff = time.monotonic() - longer_than
         with self._lock:
-            stale = [key for key, entry in self._held.items()
+            stale = [entry for entry in self._held.values()
                      if entry.started_at is None and entry.claimed_at < cutoff]
-            return [self._held.pop(key).job for key in stale]
+            for entry in stale:
+                self._forget(entry)
+            return [entry.job for entry in stale]
 
     def take_unstarted(self) -> list:
         """Remove the jobs no thread has started yet (for release at shutdown); a claim
@@ -172,7 +242,22 @@ class Pool:
                 if self._held.pop(claim_of(job), None) is None:
                     continue
             taken.append(job)
-        return taken
+        with self._lock:  # async jobs waiting on the loop for a slot
+            waiting = [entry for entry in self._held.values()
+                       if entry.on_loop and entry.started_at is None]
+            for entry in waiting:
+                self._forget(entry)
+        return taken + [entry.job for entry in waiting]
+
+    def drop_lost_claims(self, trouble: int) -> list:
+        """Withdraw the held jobs not started yet whose claims the database no longer gives to
+        this worker, once per ``trouble`` (``LostClaims.drop``); returns them."""
+        return self.lost_claims.drop(trouble)
+
+    def after_trouble(self) -> int:
+        """What a thread or the loop does before its next job once the database was in trouble
+        (``LostClaims.after_trouble``); returns the trouble count it covers."""
+        return self.lost_claims.after_trouble()
 
     def time_out(self, entry: "HeldJob", outcome) -> None:
         """Fail a job past its deadline (the heartbeat's call): its outcome is written now, and
@@ -182,6 +267,8 @@ class Pool:
                 return
             entry.timed_out = True
         self.writer.submit(entry.job, outcome)
+        if entry.on_loop:
+            self.loop.cancel(entry)  # CancelledError at the job's next await
 
     def outcome_written(self, job, outcome, applied: bool) -> None:
         """The writer's callback: the job is no longer held once its thread is done too."""
@@ -201,6 +288,9 @@ class Pool:
         del self._held[claim_of(entry.job)]
         if entry.awaits_writer:
             self._unwritten -= 1
+        if entry.loop_slot:
+            entry.loop_slot = False
+            self._on_loop -= 1
 
     def stop(self, *, wait: float | None = None):
         """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
@@ -208,6 +298,8 @@ class Pool:
         self._stopped.set()
         for _ in self._threads:
             self._inbox.put(None)
+        if self.loop is not None:
+            self.loop.stop(wait=wait)
         if wait is not None:
             for thread in self._threads:
                 thread.join(wait)
@@ -222,38 +314,51 @@ class Pool:
                 connections.close_all()  # this thread's own connections
                 return
             if self.gate.trouble != checked:  # a connection broke somewhere: is this one's?
-                checked = self.gate.trouble
-                check_connections()
+                checked = self.after_trouble()
             try:
                 self._run(job)
             except BaseException:  # never lose a thread; the lease brings the job back
                 logger.exception("job thread failed around job id=%s", job.pk)
-                with self._lock:
-                    entry = self._held.get(claim_of(job))
-                    if entry is not None:
-                        self._forget(entry)
-                self.on_slot_free()
+                self.forget(job)
 
     def _run(self, job):
-        with self._lock:
-            entry = self._held.get(claim_of(job))
-            if entry is None:  # withdrawn before it started (shutdown, waited too long)
-                return
-            entry.started_at = time.monotonic()
-            timeout = job.timeout_seconds or self.default_timeout
-            entry.deadline = entry.started_at + timeout if timeout else None
+        entry = self.begin(job)
+        if entry is None:  # withdrawn before it started (shutdown, waited too long)
+            return
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
         metrics.job_started(job)
         try:
             outcome = runner.run(job)
         finally:
             metrics.job_ran(job)
+        self.finish(entry, outcome)
+
+    def begin(self, job) -> HeldJob | None:
+        """A thread or the loop starts ``job``: its entry, with its deadline, or None if it
+        was withdrawn meanwhile."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            if entry is None:
+                return None
+            entry.started_at = time.monotonic()
+            timeout = job.timeout_seconds or self.default_timeout
+            entry.deadline = entry.started_at + timeout if timeout else None
+        return entry
+
+    def finish(self, entry: HeldJob, outcome) -> None:
+        """A thread or the loop is done with a job: its outcome goes to the writer (unless the
+        job timed out meanwhile), its slot is free."""
+        job = entry.job
         if outcome.kind == runner.OutcomeKind.INTERRUPTED:
             self.gate.close(f"job {job.pk}'s run was interrupted")
-        self._record_duration(outcome.duration_seconds)
+        if not entry.on_loop:  # how soon threads free up: async jobs say nothing of that
+            self._record_duration(outcome.duration_seconds)
         with self._lock:
             self.jobs_done += 1
             entry.ran = True
+            if entry.loop_slot:
+                entry.loop_slot = False
+                self._on_loop -= 1
             done = entry.written  # timed out, and the timeout already written
             if done:
                 self._forget(entry)
@@ -274,6 +379,14 @@ class Pool:
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
         self.writer.submit(job, outcome)  # held (and its lease renewed) until written
+
+    def forget(self, job) -> None:
+        """Drop a held job whose thread or task failed around it (the lease brings it back)."""
+        with self._lock:
+            entry = self._held.get(claim_of(job))
+            if entry is not None:
+                self._forget(entry)
+        self.on_slot_free()
 
     def _record_duration(self, seconds: float) -> None:
         previous = self.mean_duration

@@ -71,6 +71,9 @@ class WorkerProcess(WorkerReporting):
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
             on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self._finished,
+            worker_id=self.worker_id,
+            async_size=config.async_concurrency,
+            block_warning_seconds=config.block_warning_seconds,
         )
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
@@ -274,8 +277,8 @@ class WorkerProcess(WorkerReporting):
 
     def _job_stopped(self, job, what):
         """A job past its timeout, or cancelled and past its grace period, was given up on;
-        its thread may still be running it."""
-        if self.config.supervised:
+        its thread may still be running it (an async job's task was cancelled instead)."""
+        if self.config.supervised and not self.pool.runs_on_loop(job):
             # Only a new process can stop the stuck thread: finish the others, then exit.
             self.draining = f"job {job.pk} {what} and its thread cannot be stopped"
             self.wakeup.poke()

@@ -27,6 +27,8 @@ class WorkerReporting:
             f"  database: {ops(connection).name} (alias {self.alias!r})\n"
             f"  queues: {queues}\n"
             f"  concurrency: {self.config.concurrency} thread(s)"
+            + (f", {self.config.async_concurrency} async on the event loop"
+               if self.config.async_concurrency else "") +
             f"{' (supervised)' if self.config.supervised else ''}\n"
             f"  wake-up: {self.wakeup.mode}\n"
             f"  lease: {self.config.lease_seconds:g}s, heartbeat every "
@@ -36,6 +38,7 @@ class WorkerReporting:
             "worker.started", worker=self.worker_id, version=__version__, pid=os.getpid(),
             database=ops(connection).name, alias=self.alias, queues=self.config.queues,
             concurrency=self.config.concurrency, supervised=self.config.supervised,
+            async_concurrency=self.config.async_concurrency,
             wakeup=self.wakeup.mode, lease_seconds=self.config.lease_seconds,
             heartbeat_seconds=self.config.heartbeat_interval, burst=self.config.burst,
             scheduler=self.scheduler is not None,

@@ -67,6 +67,26 @@ def test_the_dashboard_shows_paused_queues_and_limits(client):
     assert "5 starts per 1 s" in default[:default.index("</tr>")]
 
 
+def test_fair_shares_and_weights_are_set_on_the_queue_page(client):
+    row = queue_control.set_limits("emails", concurrency_limit=2)
+    client.force_login(make_staff("op", "view_queue", "change_queue"))
+    url = reverse("admin:django_sqlqueue_queue_change", args=[row.pk])
+    fields = {"name": "emails", "concurrency_limit": "2", "rate_limit": "",
+              "rate_period_seconds": "1", "key_concurrency_limit": "", "key_rate_limit": ""}
+    response = client.post(url, {**fields, "fair": "on", "key_weights": '{"gold": 0}'})
+    assert "must be a number above 0" in response.content.decode()  # refused, with the fix
+    assert not Queue.objects.get(pk=row.pk).fair
+    response = client.post(url, {**fields, "fair": "on", "key_weights": '{"gold": 3}'})
+    assert response.status_code == 302, response.content.decode()
+    row.refresh_from_db()
+    assert (row.fair, row.key_weights) == (True, {"gold": 3})
+    assert "fair shares per key (weights gold=3)" in client.get(LIST).content.decode()
+    response = client.post(url, {**fields, "key_weights": ""})  # fair off, weights cleared
+    assert response.status_code == 302, response.content.decode()
+    row.refresh_from_db()
+    assert (row.fair, row.key_weights) == (False, {})
+
+
 def test_the_list_says_it_holds_only_queues_given_a_pause_or_a_limit(client):
     """With jobs in two queues and no Queue row, the page says "0 queues": it says why."""
     add.enqueue(1, 1)

@@ -110,6 +110,9 @@ def test_dashboard_data(busy_queues):
     assert 110 < default.queue.lag_seconds < 130 and default.lag_level == "warn"
     assert reports.queue.live_workers == 0 and reports.queue.unserved
     assert data["unserved"] == ["reports"]
+    # An autoscaler's view (docs/autoscaling.md): 5 jobs on 4-slot processes want 2, and so
+    # does the oldest due job waiting past the target (one more than the 1 live).
+    assert (data["desired_processes"], data["busy_percent"]) == (2, 25)
     assert data["windows"] == {"1h": {"done": 5, "failed": 1}, "24h": {"done": 6, "failed": 1},
                                "7d": {"done": 6, "failed": 1}}
     assert data["workers_live"] == 1 and data["scheduled"] == 1 and data["queued"] == 4
@@ -143,6 +146,7 @@ def test_dashboard_page(admin_client, busy_queues):
     assert html.count('<svg class="sq-chart"') == 3  # all queues, default, reports
     assert "succeeded: 4" in html and "failed (ended exhausted): 1" in html
     assert 'data-sq="scheduled">0<' in html and 'data-sq="done-7d">6<' in html
+    assert 'data-sq="desired-processes">2<' in html and "25% of slots busy" in html
     assert f"{LIST}?status__exact=queued&due=later&queue=default" in html  # scheduled
     assert 'class="sq-alert">0</td>' in html  # reports: no live worker
     assert "−60 min" in html and "now</text>" in html and "jobs per minute" in html

@@ -63,12 +63,15 @@ def _pid(claimed_by: str):
     return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
 
 
-def tally(job_ids=None, *, killed=None, causes=DATABASE_CAUSES) -> Tally:
-    """Count loss and duplicates of the given jobs (default: every job). See the module doc."""
-    jobs = Job.objects.all() if job_ids is None else Job.objects.filter(pk__in=list(job_ids))
+def tally(job_ids=None, *, killed=None, causes=DATABASE_CAUSES, using="default") -> Tally:
+    """Count loss and duplicates of the given jobs (default: every job) in the database
+    ``using``. See the module doc."""
+    jobs = Job.objects.using(using)
+    jobs = jobs.all() if job_ids is None else jobs.filter(pk__in=list(job_ids))
     jobs = {job.pk: job for job in jobs.only("status", "attempts", "errors")}
     runs = defaultdict(list)
-    for run in Run.objects.filter(job_id__in=list(jobs)).order_by("job_id", "attempt"):
+    for run in (Run.objects.using(using).filter(job_id__in=list(jobs))
+                .order_by("job_id", "attempt")):
         runs[run.job_id].append(run)
     result = Tally(jobs=len(jobs), executions=sum(len(r) for r in runs.values()))
     for pk, job in jobs.items():

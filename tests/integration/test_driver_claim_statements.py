@@ -211,6 +211,11 @@ def test_ready_keys_are_a_queues_distinct_concurrency_keys_in_order():
     assert first_column(driver.ready_keys(Job, queue="q", limit=10)) == ["k1", "k2"]
     assert first_column(driver.ready_keys(Job, queue="q", limit=1)) == ["k1"]
     assert first_column(driver.ready_keys(Job, queue="none", limit=10)) == []
+    # The fair claim's: with the jobs without a key (""), and from after a key.
+    assert first_column(driver.ready_keys(Job, queue="q", unkeyed=True, limit=10)) == [
+        "", "k1", "k2"]
+    assert first_column(driver.ready_keys(Job, queue="q", after="k1", limit=10)) == ["k2"]
+    assert first_column(driver.ready_keys(Job, queue="q", after="", limit=1)) == ["k1"]
 
 
 def test_ready_ids_by_key_takes_at_most_the_wanted_rows_of_each_key_in_claim_order():

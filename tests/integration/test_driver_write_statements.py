@@ -1,6 +1,7 @@
 """The db/ drivers' statements that change rows besides the claim, each run against the real
 database of this pass (SQLQUEUE_TEST_DATABASE): the same cases prove the PostgreSQL, SQLite and
-MariaDB drivers. The clock and the claim are in test_driver_claim_statements.py.
+MariaDB drivers (and replica_state, a read, at the end). The clock and the claim are in
+test_driver_claim_statements.py.
 
 Each test builds a statement with ``ops(connection)``, executes it (``returning.fetch`` runs
 MariaDB's steps too) and reads the rows back through the ORM."""
@@ -18,7 +19,7 @@ from django.utils import timezone
 from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.pieces import OutcomeRow
 from django_sqlqueue.models import Job, Leader, Schedule, ThroughputCount, Worker
-from django_sqlqueue.queries import WORKER_LOST_TYPE
+from django_sqlqueue.models.job_maintenance import WORKER_LOST_TYPE
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, WorkerFactory
 
@@ -354,3 +355,11 @@ def test_a_repeatable_read_transaction_reads_one_snapshot():
         other.join()
         assert Job.objects.count() == 1
     assert Job.objects.count() == 2
+
+
+# ---- replica_state --------------------------------------------------------------------------
+
+def test_the_database_of_the_pass_is_a_primary_and_reports_no_replica_state():
+    # On PostgreSQL the statement runs and finds no standby; SQLite and MariaDB do not measure
+    # it. A real standby's state is read in tests/admin/test_replica_reads.py.
+    assert ops(connection).replica_state() is None

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from django_sqlqueue.db import ops
 from django_sqlqueue.db.clock import DatabaseNow
@@ -89,3 +90,29 @@ def test_reads_of_ready_rows_use_the_ready_indexes_not_the_whole_table():
         assert table["key"].startswith("sqlqueue_job_"), table
     assert Job.objects.expire() == 50
     assert Job.objects.in_ready_status().count() == 0
+
+
+def _plan(statement, params) -> str:
+    """ANALYZE FORMAT=JSON (run, with the plan) of a statement, as JSON text."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE FORMAT=JSON " + statement, params)
+        return json.dumps(json.loads(cursor.fetchone()[0])["query_block"])
+
+
+def test_the_fair_claims_reads_of_keys_come_from_the_index_alone():
+    # A key with 5,000 ready jobs, ten keys with three each.
+    _fill_analyzed("INSERT INTO django_sqlqueue_job (task_name, queue, payload, concurrency_key) "
+                   "SELECT 'tests.testapp.tasks.add', 'fair', '{}', IF(seq <= 5000, 'big', "
+                   "CONCAT('k', seq % 10)) FROM seq_1_to_5030")
+    driver = ops(connection)
+    # The keys after "big": its 5,000 entries are not read; the index alone, in key order.
+    plan = json.loads(_plan(*driver.ready_keys(Job, queue="fair", after="big", limit=3)))
+    table = plan["nested_loop"][0]["table"] if "nested_loop" in plan else plan["table"]
+    assert table["key"] == "sqlqueue_job_ready_by_key" and table.get("using_index"), table
+    assert table["r_rows"] <= 10, table
+    assert "filesort" not in json.dumps(plan), plan
+    # One key's share: its own range of the index.
+    now = Job._meta.get_field("run_at").get_db_prep_value(timezone.now(), connection)
+    plan = _plan(*driver.ready_ids_by_key(Job, queue="fair", wanted={"k3": 2, "k7": 2},
+                                          now=now))
+    assert '"key": "sqlqueue_job_ready_by_key"' in plan and "filesort" not in plan, plan

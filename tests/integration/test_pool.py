@@ -2,6 +2,7 @@
 claimed ahead of its threads."""
 
 import threading
+import uuid
 
 import pytest
 
@@ -12,6 +13,7 @@ from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import JobTimeout
 from django_sqlqueue.worker.pool import SHORT_JOB_SECONDS, Pool
 from tests.support.waiting import wait_until
+from tests.testapp.models import Execution
 from tests.testapp.tasks import add, record, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,4 +125,73 @@ def test_at_shutdown_only_the_current_claim_of_a_job_is_taken_for_release():
     pool.submit(again)
     taken = pool.take_unstarted()
     assert len(taken) == 1 and taken[0] is again  # the withdrawn claim is already released
+    assert pool.is_idle()
+
+
+#: What a failover to an asynchronous standby leaves of a claim the old primary acknowledged
+#: but never sent: the job ready again on the new primary, or already claimed there by another
+#: worker (under a token of its own).
+LOST_CLAIMS = {
+    "ready again": {"status": JobStatus.QUEUED, "claimed_by": None, "claim_token": None,
+                    "lease_expires_at": None},
+    "claimed by another worker": {"claimed_by": "other", "claim_token": uuid.uuid4()},
+}
+
+
+@pytest.mark.parametrize("lost_as", list(LOST_CLAIMS))
+def test_held_jobs_whose_claims_were_lost_in_an_outage_are_dropped_not_run(monkeypatch, lost_as):
+    # The only thread is busy; two jobs claimed ahead wait for it. During the "outage" (the
+    # gate closed, as a job's interrupted run closes it), the database loses one of the two
+    # claims. Once the database answers, the pool reads its claims back before the next job:
+    # the lost one is dropped, never started (the other worker's run is the only one), and the
+    # kept one runs. Before the read-back, the thread ran both: two runs of one job at once.
+    release = threading.Event()
+    run = runner.run
+
+    def busy_until_released(job):
+        if job.payload["kwargs"]["tag"] == "busy":
+            assert release.wait(60)
+        return run(job)
+
+    monkeypatch.setattr(runner, "run", busy_until_released)
+    slots_freed = []
+    pool = Pool(1, alias="default", default_timeout=None, worker_id="w",
+                on_slot_free=lambda: slots_freed.append(1))
+    pool.start()
+    try:
+        busy, lost, kept = (record.enqueue(tag=tag) for tag in ("busy", "lost", "kept"))
+        claimed = Job.objects.claim(None, "w", limit=3)
+        assert [job.pk for job in claimed] == [busy.pk, lost.pk, kept.pk]
+        for job in claimed:
+            pool.submit(job)
+        wait_until(lambda: [e.job.pk for e in pool.held() if e.started_at] == [busy.pk],
+                   what="the busy job to start, alone")
+        Job.objects.filter(pk=lost.pk).update(**LOST_CLAIMS[lost_as])
+        pool.gate.close("a simulated failover")
+        release.set()
+        wait_until(pool.is_idle, what="the pool to be idle")
+    finally:
+        release.set()
+        pool.stop(wait=10)
+    assert sorted(Execution.objects.values_list("tag", flat=True)) == ["busy", "kept"]
+    assert Job.objects.get(pk=kept.pk).status == JobStatus.SUCCEEDED
+    # The lost job is left as the database has it: not this worker's to finish or release.
+    left = Job.objects.get(pk=lost.pk)
+    assert {name: getattr(left, name) for name in LOST_CLAIMS[lost_as]} == LOST_CLAIMS[lost_as]
+    assert pool.jobs_done == 2 and slots_freed
+
+
+def test_held_claims_are_read_back_once_per_trouble():
+    # No thread: the reading itself. Nothing is dropped while the database agrees, and a
+    # trouble count already read back costs no second reading.
+    pool = Pool(1, alias="default", default_timeout=None, worker_id="w", on_slot_free=lambda: None)
+    add.enqueue(1, 2)
+    (job,) = Job.objects.claim(None, "w", limit=1)
+    pool.submit(job)
+    pool.gate.suspect()
+    assert pool.drop_lost_claims(pool.gate.trouble) == []
+    Job.objects.filter(pk=job.pk).update(claim_token=uuid.uuid4())  # lost after that reading
+    assert pool.drop_lost_claims(pool.gate.trouble) == []  # this trouble was read back already
+    pool.gate.suspect()
+    assert pool.drop_lost_claims(pool.gate.trouble) == [job]
     assert pool.is_idle()

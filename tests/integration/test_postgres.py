@@ -44,3 +44,26 @@ def test_claim_uses_the_partial_ready_index_with_many_finished_jobs():
         plan = _claim_plan(queues)
         assert f"Index Scan using {index}" in plan, plan
         assert "Seq Scan" not in plan and "Sort" not in plan, plan
+
+
+def test_tags_and_unique_slots_are_found_by_their_partial_indexes():
+    """``tagged`` walks the GIN index of tags, the look-up of a slot's holder the index of
+    slots; jobs without tags or a slot, nearly all, are in neither index."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO django_sqlqueue_job (task_name, payload, tags, unique_slot, unique_states)
+            SELECT 'tests.testapp.tasks.add', '{}',
+                   CASE WHEN n % 1000 = 0 THEN '["billing"]'::jsonb END,
+                   CASE WHEN n % 1000 = 1 THEN 'sync-' || n END,
+                   CASE WHEN n % 1000 = 1 THEN 15 END
+            FROM generate_series(1, 50000) AS n
+            """
+        )
+        cursor.execute("ANALYZE django_sqlqueue_job")
+        cursor.execute("SELECT count(*) FROM django_sqlqueue_job WHERE tags IS NOT NULL")
+        assert cursor.fetchone()[0] == 50
+    tagged = Job.objects.tagged("billing").explain()
+    assert "sqlqueue_job_tags" in tagged and "Seq Scan" not in tagged, tagged
+    holder = Job.objects.filter(unique_slot="sync-1001").explain()
+    assert "sqlqueue_job_unique_slot" in holder and "Seq Scan" not in holder, holder

@@ -52,3 +52,18 @@ def test_bad_input_names_the_fix():
         queues("pause", "no spaces")
     with pytest.raises(CommandError, match="above 0"):
         queues("limit", "default", "--rate", "3", "--period", "0")
+
+
+def test_fair_sets_weights_and_turns_off():
+    _, err = queues("fair", "default", "--weight", "gold=3", "--weight", "none=0.5")
+    assert err.strip() == "default: limits fair shares per key (weights (no key)=0.5, gold=3)"
+    queues("fair", "default", "--off")
+    row = Queue.objects.get(name="default")
+    assert (row.fair, row.key_weights) == (False, {"gold": 3, "": 0.5})  # kept for later
+    queues("fair", "default", "--no-weights")
+    row.refresh_from_db()
+    assert (row.fair, row.key_weights) == (True, {})
+    with pytest.raises(CommandError, match="a weight is KEY=N"):
+        queues("fair", "default", "--weight", "gold")
+    with pytest.raises(CommandError, match="above 0"):
+        queues("fair", "default", "--weight", "gold=-1")

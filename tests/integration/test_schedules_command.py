@@ -44,7 +44,8 @@ def test_sync_then_list_as_a_table_and_as_json(declared):
     assert items[0]["timezone"] == "Asia/Tokyo" and len(items[0]["next_runs"]) == 5
     assert all(run_at.endswith("T00:00:00+09:00") for run_at in items[0]["next_runs"])
     assert items[1] | {"next_runs": None} == {
-        "name": "half-minute", "task": "tests.testapp.tasks.add", "state": "active",
+        "name": "half-minute", "source": "code", "task": "tests.testapp.tasks.add",
+        "state": "active",
         "description": "Every 30 seconds", "cron": None, "every_seconds": 30, "timezone": None,
         "args": [1, 2], "kwargs": {}, "next_runs": None, "problem": None, "last_run_at": None,
         "last_job": None, "last_enqueued_by": None, "runs": 0, "missed": "latest",

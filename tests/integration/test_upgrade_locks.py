@@ -142,3 +142,23 @@ def test_running_the_migration_again_finishes_an_interrupted_index_build():
         for wrapper in (holder, observer):
             wrapper.close()
         _migrate_to(leaf)
+
+
+def test_the_unique_slots_and_tags_migration_builds_every_index_concurrently():
+    name, parent, leaf = _migration("_unique_slots_and_tags")
+    _migrate_to(parent)
+    statements = []
+
+    def record(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(record):
+            _migrate_to(name)
+    finally:
+        _migrate_to(leaf)
+    builds = [sql for sql in statements if "INDEX" in sql and sql.lstrip().startswith("CREATE")]
+    assert len(builds) == 3, statements  # the slots, the slot's unique index, the tags
+    assert all("CONCURRENTLY" in sql for sql in builds), builds
+    assert any(sql.startswith("CREATE UNIQUE INDEX CONCURRENTLY") for sql in builds), builds

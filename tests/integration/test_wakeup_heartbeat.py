@@ -1,16 +1,20 @@
 """The wake-up and the heartbeat, one step at a time."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.db import connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.pool import Pool
+from django_sqlqueue.worker.resilience import TRANSIENT
 from django_sqlqueue.worker.wakeup import FAST_POLL_SECONDS, Wakeup
+from tests.conftest import VENDOR
 from tests.support.waiting import wait_until
-from tests.testapp.tasks import sleep_for
+from tests.testapp.tasks import add, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,3 +83,45 @@ def test_a_beat_fails_the_jobs_past_their_timeout_and_renews_the_others():
         assert Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED
     finally:
         pool.stop(wait=10)
+
+
+@pytest.mark.postgresql
+@pytest.mark.skipif(VENDOR == "pgbouncer", reason="the pooler hides which server connection a "
+                    "client has: runs in the postgresql pass")
+def test_a_heartbeat_that_meets_a_broken_connection_has_the_held_claims_read_back():
+    # An outage no job's query and no claim met: the heartbeat's own connection is cut. Its
+    # failure counts as trouble, so the job threads read back the held claims before their next
+    # job (worker/pool.py), as after a failover.
+    pool = Pool(1, alias="default", default_timeout=None, worker_id="w1", on_slot_free=lambda: None)
+    add.enqueue(1, 2)
+    (job,) = Job.objects.claim(None, "w1", limit=1)
+    pool.submit(job)  # held, not started: the pool has no thread
+    beat = Heartbeat(worker_id="w1", alias="default", pool=pool, lease_seconds=30,
+                     on_timeout=lambda job: None, on_missing_row=lambda: None)
+
+    def backend_pid():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    with ThreadPoolExecutor(max_workers=1) as heartbeat_thread:  # one thread, one connection
+        try:
+            assert heartbeat_thread.submit(beat.run_once).result(timeout=30) == 1
+            trouble = pool.gate.trouble
+            pid = heartbeat_thread.submit(backend_pid).result(timeout=30)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            wait_until(lambda: not _backend_alive(pid), what="the heartbeat's backend to end")
+            with pytest.raises(TRANSIENT):
+                heartbeat_thread.submit(beat.run_once).result(timeout=30)
+            assert pool.gate.trouble == trouble + 1
+        finally:
+            heartbeat_thread.submit(connections.close_all).result(timeout=30)
+    Job.objects.filter(pk=job.pk).update(claimed_by="other")  # taken over meanwhile
+    assert pool.drop_lost_claims(pool.gate.trouble) == [job]
+
+
+def _backend_alive(pid) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+        return cursor.fetchone()[0] > 0

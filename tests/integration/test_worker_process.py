@@ -80,7 +80,7 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
 
     monkeypatch.setattr(runner, "run", gated_run)
     monkeypatch.setattr(process_module, "CLAIMED_AHEAD_MAX_WAIT", 0)
-    process = worker(concurrency=1)
+    process = worker(concurrency=1, async_concurrency=0)  # thread slots only
     process.pool.mean_duration = 0.001  # recent jobs were short: claim ahead of the thread
     results = []
     process.pool.on_result = results.append

@@ -34,7 +34,7 @@ def manage(*args, db_url, sqlqueue=None):
     "sqlqueue, line",
     [
         ({"MAX_ATTEMPT": 3}, "settings.SQLQUEUE has unknown key(s) 'MAX_ATTEMPT' (did you mean "
-                             "'MAX_ATTEMPTS'?); the valid keys are BACKOFF_SECONDS, "),
+                             "'MAX_ATTEMPTS'?); the valid keys are ASYNC_BLOCK_WARNING_SECONDS, "),
         ({"LEASE_SECONDS": "30"}, "settings.SQLQUEUE['LEASE_SECONDS'] must be int or float, "
                                   "not str."),
         ({"MAX_ATTEMPTS": 0}, "settings.SQLQUEUE: MAX_ATTEMPTS must be at least 1."),

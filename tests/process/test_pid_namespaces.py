@@ -22,7 +22,7 @@ from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import ROOT, WorkerProcess
 from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
-from tests.testapp.tasks import sleep_for
+from tests.testapp.tasks import gated
 
 pytestmark = pytest.mark.django_db(transaction=True)
 FAST = {"LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2}
@@ -88,8 +88,13 @@ def _rows():
 
 
 @needs_pid_namespaces
-def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(start_namespaced):
-    jobs = [sleep_for.enqueue(7, tag="finished") for _ in range(2)]
+def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(start_namespaced,
+                                                                            tmp_path):
+    # The jobs run until the test opens their gate: they are mid-run through every maintenance
+    # pass below however slow the machine (a 7 s sleep had ended before the check on a loaded
+    # one).
+    gate = tmp_path / "gate"
+    jobs = [gated.enqueue(str(gate), tag="finished") for _ in range(2)]
     # The first worker gets pid 2 of its namespace; the second a pid hundreds higher (its
     # threads take the pids after it), so each one's pid is missing from the other's table.
     first = start_namespaced("ns-a", "-c", "1", skip=0)
@@ -101,10 +106,11 @@ def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(star
     # What the reaper judges by: one kernel boot, two pid namespaces.
     assert rows["ns-a"].boot_id == rows["ns-b"].boot_id is not None
     assert rows["ns-a"].pid_namespace != rows["ns-b"].pid_namespace
-    wait_until(lambda: Execution.objects.filter(tag="started").count() == 2, what="both jobs",
-               worker=first)
-    holders = {Job.objects.get(pk=job.pk).claimed_by.split(":")[0] for job in jobs}
-    assert holders == {"ns-a", "ns-b"}
+    running = wait_until(
+        lambda: (found := list(Job.objects.filter(pk__in=[job.pk for job in jobs],
+                                                  status=JobStatus.RUNNING)))
+        and len(found) == 2 and found, what="both jobs running", worker=first)
+    assert {job.claimed_by.split(":")[0] for job in running} == {"ns-a", "ns-b"}
 
     time.sleep(4)  # eight maintenance passes of each worker, more than one lease
 
@@ -113,10 +119,10 @@ def test_workers_sharing_a_host_name_in_other_pid_namespaces_are_not_reaped(star
     }, "a live worker's row was reaped (and registered again)"
     for job in Job.objects.filter(pk__in=[job.pk for job in jobs]):
         assert (job.status, job.attempts, job.errors) == (JobStatus.RUNNING, 1, []), job.errors
+    gate.touch()
     wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 2,
-               what="both jobs done", timeout=30, worker=first)
+               what="both jobs done", timeout=60, worker=first)
     for job in jobs:
-        assert Execution.objects.filter(job_id=job.pk, tag="started").count() == 1
         assert Execution.objects.filter(job_id=job.pk, tag="finished").count() == 1
     for worker in (first, second):
         assert "reaped dead worker" not in worker.output, worker.output

@@ -185,6 +185,8 @@ def test_a_supervisor_running_other_threads_starts_fresh_interpreters(start_work
                                    "letter or digit.\n"),
         (["--poll-interval", "-1"], "--poll-interval must be more than 0, not -1.0."),
         (["--max-jobs", "0"], "--max-jobs must be at least 1, not 0."),
+        (["--async-concurrency", "-1"], "--async-concurrency must be from 0 (async jobs on the "
+                                        "threads) to 10000, not -1."),
     ],
 )
 def test_bad_options_get_a_clear_error(start_worker, args, message):

@@ -64,7 +64,12 @@ def test_json_for_scripts(db_url, queues):
     done = stats("--json", db_url=db_url)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert set(document) == {"taken_at", "estimated", "minute_start", "queues", "workers"}
+    assert set(document) == {"taken_at", "database", "replica", "estimated", "minute_start",
+                             "queues", "workers", "autoscale"}
+    scaling = document["autoscale"]  # docs/autoscaling.md: 4 jobs on a 4-slot worker, and the
+    # oldest due job 5 minutes late: one process more than the live one
+    assert (scaling["desired_processes"], scaling["live_processes"], scaling["live_slots"],
+            scaling["busy_share"], scaling["due"], scaling["running"]) == (2, 1, 4, 0.25, 3, 1)
     default, emails = document["queues"]
     assert default["counts"] == {"queued": 2, "scheduled": 1, "running": 1, "succeeded": 2,
                                  "failed": 1, "exhausted": 1, "cancelled": 0, "expired": 0}

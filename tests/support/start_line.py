@@ -25,8 +25,9 @@ def wait_for_go(start_line: str, name: str) -> None:
         time.sleep(0.005)
 
 
-def go(start_line: Path, processes: list) -> None:
-    """In the test: once every process (subprocess.Popen objects) is ready, go."""
+def go(start_line: Path, processes: list, *, before=None) -> None:
+    """In the test: once every process (subprocess.Popen objects) is ready, go; ``before``, a
+    callable, runs between the two (to pick the moment of the go)."""
     deadline = time.monotonic() + TIMEOUT
     while len(list(Path(start_line).glob("*.ready"))) < len(processes):
         for proc in processes:
@@ -35,4 +36,6 @@ def go(start_line: Path, processes: list) -> None:
                 raise AssertionError(f"a racing process exited before the start:\n{err}")
         assert time.monotonic() < deadline, f"the racing processes not ready in {TIMEOUT}s"
         time.sleep(0.05)
+    if before is not None:
+        before()
     (Path(start_line) / "go").touch()

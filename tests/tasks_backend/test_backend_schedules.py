@@ -49,3 +49,22 @@ def test_tasks_of_another_backend_or_a_queue_it_refuses_fail_at_declaration(
     with pytest.raises(InvalidTask):
         schedule(every=60, name="bad-queue", args=[1, 2], queue="nope")(tasks.add)
     assert not declared_schedules
+
+
+def test_a_runtime_schedule_of_a_django_task():
+    from django_sqlqueue.exceptions import InvalidPeriodicSchedule
+    from django_sqlqueue.schedules.runtime import add_schedule, update_schedule
+
+    row = add_schedule("sum", tasks.add, every=60, args=[2, 3], now=T0)
+    assert (row.source, row.task_name, row.payload) == (
+        "runtime", "django.tasks:tests.testapp.django_tasks.add",
+        {"args": [2, 3], "kwargs": {}, "backend": "default"})
+    with pytest.raises(InvalidPeriodicSchedule, match="passed as the task itself"):
+        update_schedule("sum", args=[4, 5])  # its task is not a registered @job name
+    assert update_schedule("sum", task=tasks.add, args=[4, 5]).payload["args"] == [4, 5]
+    with pytest.raises(InvalidPeriodicSchedule, match="not django-sqlqueue's SQLQueueBackend"):
+        add_schedule("other", tasks.immediate_add, every=60, args=[1, 2])
+    Scheduler(SchedulerConfig(holder="w1"), alias="default").run_once(now=T0 + dt.timedelta(
+        minutes=1))
+    (job,) = Job.objects.all()
+    assert job.schedule_name == "sum" and job.payload["args"] == [4, 5]

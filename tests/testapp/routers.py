@@ -34,3 +34,14 @@ class JobsDatabaseRouter:
         if app_label == "django_sqlqueue":
             return db == "jobs"
         return False if db == "jobs" else None
+
+
+class QueueAlsoOnBulkJobs:
+    """A second primary, "bulk_jobs", holding django-sqlqueue's tables and nothing else (the
+    queues routed to databases of docs/topology.md): ``migrate --database bulk_jobs`` creates
+    them there; jobs get there by ``using="bulk_jobs"``."""
+
+    def allow_migrate(self, db, app_label, model_name=None, **hints):
+        if db == "bulk_jobs":
+            return app_label == "django_sqlqueue"
+        return None

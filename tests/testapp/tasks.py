@@ -1,5 +1,8 @@
 """Jobs used by the tests. Imported automatically at start-up (an installed app's tasks.py)."""
 
+import threading
+import time
+
 from django_sqlqueue import Abort, Reschedule, current_job, job
 
 
@@ -156,6 +159,136 @@ def timed(seconds, tag=""):
                              pid=os.getpid(), key=tag, started_at=timezone.now())
     time.sleep(seconds)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
+@job(name="tests.gated")
+def gated(gate, tag=""):
+    """Hold a slot until the file ``gate`` exists (at most two minutes), then record the
+    execution: a test decides when a burst drains, not the machine's speed."""
+    import os
+    import time
+
+    from .models import Execution
+
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job = current_job()
+    Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
+
+
+# The tasks of docs/schedules.md's run-time schedules example (tests/integration/
+# test_runtime_schedules.py runs it as written).
+@job(name="shop.send_report")
+def send_report(customer):
+    return customer
+
+
+@job(name="shop.sync_stock")
+def sync_stock(region):
+    return region
+
+
+@job(name="tests.labels", tags=["reports"], metadata={"source": "task"})
+def labels():
+    """Returns the tags and metadata the running job sees (docs/api.md, Tags and metadata)."""
+    job = current_job()
+    return {"tags": job.tags, "metadata": job.metadata}
+
+
+@job(name="tests.enqueue_wave")
+def enqueue_wave(keys, per_key, queue="default"):
+    """Enqueue ``per_key`` ``add`` jobs for each concurrency key of ``keys`` on ``queue``: new
+    work arriving while the job's own key has a backlog (tests/process/test_fairness_workers.py,
+    where the backlog's own jobs bring the waves at set points of its progress)."""
+    from django_sqlqueue.models import Job
+
+    Job.objects.bulk_enqueue(add.using(queue=queue, concurrency_key=key).prepare(n, n)
+                             for key in keys for n in range(per_key))
+
+
+# ---- async jobs on the worker's event loop (tests/process/test_async_jobs.py) -----------------
+# In-process counters: the process tests run ONE worker, so these see every job it runs at once.
+_in_flight = {"async": 0, "sync": 0}
+_latch = {"open": False}
+_sync_lock = threading.Lock()
+
+
+@job(name="tests.async_nap")
+async def async_nap(seconds=0.1, crowd=0, tag=""):
+    """Sleep ``seconds`` by awaiting, then record an Execution whose tag is the most async jobs
+    this one saw in flight. With ``crowd``: the first jobs wait (up to 10 s) until ``crowd`` are
+    in flight at once, which only a worker that runs that many async jobs at once reaches."""
+    import asyncio
+
+    from .models import Execution
+
+    _in_flight["async"] += 1  # only the loop's thread touches it
+    try:
+        seen = _in_flight["async"]
+        deadline = time.monotonic() + 10
+        while crowd and not _latch["open"] and time.monotonic() < deadline:
+            seen = max(seen, _in_flight["async"])
+            if seen >= crowd:
+                break
+            await asyncio.sleep(0.01)
+        _latch["open"] = True
+        await asyncio.sleep(seconds)
+        seen = max(seen, _in_flight["async"])
+        this = current_job()
+        await Execution.objects.acreate(job_id=this.pk, attempt=this.attempts,
+                                        worker=this.claimed_by, tag=tag or str(seen))
+    finally:
+        _in_flight["async"] -= 1
+
+
+@job(name="tests.sync_pair")
+def sync_pair(wait=2.0):
+    """A sync job that waits (up to ``wait`` s) for a second sync job to run beside it, then
+    records the most sync jobs it saw running at once (its tag: "sync:N")."""
+    from .models import Execution
+
+    with _sync_lock:
+        _in_flight["sync"] += 1
+        seen = _in_flight["sync"]
+    try:
+        deadline = time.monotonic() + wait
+        while seen < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            seen = max(seen, _in_flight["sync"])
+        this = current_job()
+        Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker=this.claimed_by,
+                                 tag=f"sync:{max(seen, _in_flight['sync'])}")
+    finally:
+        with _sync_lock:
+            _in_flight["sync"] -= 1
+
+
+@job(name="tests.async_sleeps_then_records")
+async def async_sleeps_then_records(seconds=60):
+    """Records "started", awaits ``seconds``; a cancel or time limit ends it at that await (it
+    then records "cancelled" from its CancelledError handler, and re-raises)."""
+    import asyncio
+
+    from .models import Execution
+
+    this = current_job()
+    await Execution.objects.acreate(job_id=this.pk, attempt=this.attempts,
+                                    worker=this.claimed_by, tag="started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await Execution.objects.acreate(job_id=this.pk, attempt=this.attempts,
+                                        worker=this.claimed_by, tag="cancelled")
+        raise
+    return "slept"
+
+
+@job(name="tests.async_blocks_loop")
+async def async_blocks_loop(seconds=2.0):
+    """Blocks the event loop: a synchronous sleep in an async job."""
+    time.sleep(seconds)
+    return "blocked"
 
 
 @job

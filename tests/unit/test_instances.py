@@ -29,7 +29,8 @@ def values():
         "claimed_at": now, "finished_at": None, "claimed_by": "w", "claim_token": uuid.uuid4(),
         "lease_expires_at": now + dt.timedelta(seconds=30), "cancel_requested_at": None,
         "cancelled_by": None, "result": None, "errors": [], "unique_key": None,
-        "concurrency_key": "",
+        "unique_slot": "k@2026-11-26T02:05:00+00:00", "unique_states": 15,
+        "tags": ["billing"], "metadata": {"by": "cron"}, "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
     }
 

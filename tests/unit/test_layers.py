@@ -24,8 +24,9 @@ LAYERS = (
     )),
     ("models", ("models",)),
     ("operations", (
-        "queues", "schedules.operations", "observability.snapshot", "observability.throughput",
-        "observability.queue_metrics", "checks",
+        "queues", "schedules.operations", "schedules.runtime", "observability.snapshot",
+        "observability.throughput", "observability.queue_metrics", "observability.fleet",
+        "checks",
     )),
     ("worker", ("worker",)),
     ("entry points", ("backend", "backend_checks", "admin", "management", "views", "urls", "apps")),

@@ -364,6 +364,9 @@ def test_second_function_under_a_taken_name_is_refused():
 
 
 # ---- settings.SQLQUEUE --------------------------------------------------------------------------
+# The system check reads every database's features (Django runs the model checks against every
+# alias); on MariaDB that connects to each one, unless an earlier test already did.
+@pytest.mark.django_db(databases="__all__")
 @pytest.mark.parametrize(
     "sqlqueue, expected",
     [
@@ -404,6 +407,7 @@ def test_bad_settings_raise_improperly_configured_and_fail_the_check(settings, s
     assert expected[0] in str(check.value)
 
 
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
 @pytest.mark.parametrize("name", ["SQL_QUEUE", "SQLQUEUES", "SQLQEUE", "DJANGO_SQLQUEUE"])
 def test_a_misspelt_sqlqueue_setting_is_a_warning_naming_it(settings, name):
     setattr(settings, name, {"MAX_ATTEMPTS": 9})
@@ -413,6 +417,7 @@ def test_a_misspelt_sqlqueue_setting_is_a_warning_naming_it(settings, name):
             f"SQLQUEUE?\n\tHINT: Rename {name} to SQLQUEUE.") in out.getvalue()
 
 
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
 def test_other_queues_settings_are_not_taken_for_a_misspelt_sqlqueue(settings):
     settings.SQS_QUEUE, settings.RQ_QUEUES = "jobs", {"default": {}}
     out = StringIO()
@@ -420,6 +425,7 @@ def test_other_queues_settings_are_not_taken_for_a_misspelt_sqlqueue(settings):
     assert "sqlqueue.W003" not in out.getvalue()
 
 
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's options")
 @pytest.mark.parametrize("options, missing", [
     ({}, ['"init_command": "PRAGMA journal_mode=WAL;"', '"timeout": 20',
@@ -442,6 +448,7 @@ def test_sqlite_without_the_recommended_options_is_a_warning_naming_them(
         assert "sqlqueue.W004" not in out.getvalue()
 
 
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
 def test_the_options_warning_is_for_sqlite_only(settings):
     settings.SILENCED_SYSTEM_CHECKS = []
     out = StringIO()
@@ -449,6 +456,7 @@ def test_the_options_warning_is_for_sqlite_only(settings):
     assert ("sqlqueue.W004" in out.getvalue()) == (connection.vendor == "sqlite")
 
 
+@pytest.mark.django_db(databases="__all__")  # as above: the check reads every database
 def test_valid_settings_pass_the_check_and_apply(settings):
     settings.SQLQUEUE = {"MAX_ATTEMPTS": 9, "DEFAULT_QUEUE": "main", "LEASE_SECONDS": 5}
     call_command("check")  # raises SystemCheckError on any error

@@ -1,5 +1,5 @@
 """``manage.py queues``: list the queues (paused, limits, what their jobs wait for); pause,
-resume or limit one (queues/control.py does the work)."""
+resume, limit one or make it fair (queues/control.py does the work)."""
 
 import json
 from dataclasses import asdict
@@ -29,11 +29,24 @@ def limit_value(text):
         raise CommandError(f"a limit is a whole number or 'none', not {text!r}.") from None
 
 
+def key_weight(text):
+    """KEY=N: a concurrency key and its weight ("none" is the jobs without a key)."""
+    key, sep, weight = text.rpartition("=")
+    try:
+        value = float(weight)
+    except ValueError:
+        value = None
+    if not sep or value is None:
+        raise CommandError(f"a weight is KEY=N, e.g. --weight gold=3, not {text!r}.")
+    return ("" if key == "none" else key), value
+
+
 class Command(BaseCommand):
     help = (
         "List the queues: paused or not, their limits, running and ready jobs, and what the "
-        "ready ones wait for. 'queues pause NAME', 'queues resume NAME' and 'queues limit NAME "
-        "--concurrency 5' change one; every worker follows within one poll interval."
+        "ready ones wait for. 'queues pause NAME', 'queues resume NAME', 'queues limit NAME "
+        "--concurrency 5' and 'queues fair NAME --weight gold=3' change one; every worker "
+        "follows within one poll interval."
     )
 
     def add_arguments(self, parser):
@@ -52,6 +65,14 @@ class Command(BaseCommand):
                                default=argparse_unset, help=what)
         limit.add_argument("--period", dest="rate_period_seconds", type=float, metavar="SECONDS",
                            default=argparse_unset, help="the rate limits' period (default 1)")
+        fair = actions.add_parser(
+            "fair", help="share the claims of a queue between its concurrency keys (--off: stop)")
+        fair.add_argument("names", nargs=1, metavar="QUEUE")
+        fair.add_argument("--off", action="store_true", help="claim the queue in plain order")
+        fair.add_argument("--weight", dest="weights", action="append", type=key_weight,
+                          metavar="KEY=N", help="a key's weight (1 if not given; repeat for more "
+                          "keys; 'none=N' for the jobs without a key); replaces the weights")
+        fair.add_argument("--no-weights", action="store_true", help="remove every weight")
 
     def handle(self, *args, **options):
         alias = database_alias(options, Queue)
@@ -74,6 +95,13 @@ class Command(BaseCommand):
                     raise CommandError("give at least one limit, e.g. --concurrency 5 or "
                                        "--rate 100 --period 60 ('none' removes one).")
                 row = queue_control.set_limits(options["names"][0], using=alias, **limits)
+                self.stderr.write(f"{row.name}: limits {row.describe_limits()}")
+            elif action == "fair":
+                weights = {} if options["no_weights"] else options["weights"]
+                if weights is not None:
+                    weights = dict(weights)
+                row = queue_control.set_fair(options["names"][0], not options["off"],
+                                             weights=weights, using=alias)
                 self.stderr.write(f"{row.name}: limits {row.describe_limits()}")
         except (InvalidJob, InvalidQueueLimit) as exc:
             raise CommandError(str(exc)) from None

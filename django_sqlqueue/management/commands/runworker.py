@@ -19,6 +19,7 @@ from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.resilience import call_with_retry
+from ...worker.scaler import Scaler
 from ...worker.supervisor import Supervisor
 
 
@@ -33,9 +34,18 @@ class Command(BaseCommand):
                             help="a queue to work on; repeat for several (default: every queue)")
         parser.add_argument("--concurrency", "-c", type=int, default=8, metavar="N",
                             help="jobs run at once per process, on threads (default 8)")
-        parser.add_argument("--processes", "-p", type=int, default=1, metavar="P",
+        parser.add_argument("--async-concurrency", type=int, metavar="N",
+                            help="async jobs run at once per process on its event loop, beside "
+                                 "the threads (default SQLQUEUE ASYNC_CONCURRENCY, 100; 0: "
+                                 "async jobs run on the threads)")
+        parser.add_argument("--processes", "-p", type=int, metavar="P",
                             help="worker processes under a supervisor that restarts them "
                                  "(default 1: no supervisor)")
+        parser.add_argument("--autoscale", metavar="MIN:MAX",
+                            help="between MIN and MAX worker processes under a supervisor, "
+                                 "more while jobs wait past AUTOSCALE_TARGET_WAIT_SECONDS, one "
+                                 "fewer after AUTOSCALE_COOLDOWN_SECONDS of idle slots (see "
+                                 "docs/autoscaling.md); not with --processes")
         parser.add_argument("--start-method", choices=children.START_METHODS,
                             default=children.default_start_method(),
                             help="how the supervisor starts worker processes: fork itself "
@@ -72,7 +82,9 @@ class Command(BaseCommand):
         try:
             config = WorkerConfig(
                 queues=options["queues"], concurrency=options["concurrency"],
-                processes=options["processes"], burst=options["burst"],
+                async_concurrency=options["async_concurrency"],
+                processes=options["processes"], autoscale=options["autoscale"],
+                burst=options["burst"],
                 max_jobs=options["max_jobs"], max_memory_mb=options["max_memory"],
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
@@ -90,7 +102,7 @@ class Command(BaseCommand):
         # The supervisor's, or the only process's; a supervised child never serves.
         export = None if config.supervised else self._export_metrics(config)
         try:
-            if config.processes > 1 and not config.supervised:
+            if (config.processes > 1 or config.autoscale_range) and not config.supervised:
                 sys.exit(self._supervise(config, options["start_method"], export))
             try:
                 code = WorkerProcess(config, out=self.stdout).run()
@@ -138,7 +150,8 @@ class Command(BaseCommand):
         if config.metrics_port is None:
             return None
         export = MetricsExport(port=config.metrics_port, address=config.metrics_address,
-                               processes=config.processes)
+                               processes=config.autoscale_range[1] if config.autoscale_range
+                               else config.processes)
         try:
             self.stdout.write(export.start())
         except OSError as exc:
@@ -170,7 +183,8 @@ class Command(BaseCommand):
         return Supervisor(processes=config.processes, start_child=start_child,
                           start_method=start_method, burst=config.burst,
                           shutdown_timeout=config.shutdown_timeout, out=self.stdout,
-                          log_format=config.log_format, **serving).run()
+                          log_format=config.log_format, scaler=Scaler.for_config(config),
+                          **serving).run()
 
     def _configure_logging(self, verbosity, line_format):
         """Print the worker's log lines unless the project configured these loggers; with

@@ -7,10 +7,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...conf import get_settings
 from ...models import Job
-from ...observability import snapshot
+from ...observability import fleet, snapshot
 from ..database_option import add_database_option, database_alias
-from ..stats_text import COLUMNS, lines
+from ..stats_text import COLUMNS, lines, tagged_json, tagged_lines
 
 #: A terminal's "cursor home, clear to the end": each refresh draws over the last one.
 REDRAW = "\x1b[H\x1b[J"
@@ -32,18 +33,29 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true",
                             help="print a JSON document (one per line with --watch); its "
                                  "schema is in docs/observability.md")
+        parser.add_argument("--tag", action="append", metavar="TAG",
+                            help="only the jobs with this tag, per queue by status (repeat for "
+                                 "jobs with every one of them)")
         add_database_option(parser)
 
     def handle(self, *args, **options):
-        alias = database_alias(options, Job)
+        # --database, else SQLQUEUE["READ_DATABASE"] (a replica), else the jobs database.
+        alias = database_alias(
+            {**options, "database": options["database"] or get_settings().READ_DATABASE}, Job)
         every = options["watch"]
         if every is not None and not every > 0:
             raise CommandError(f"--watch takes a number of seconds more than 0, not {every:g} "
                                f"(for example --watch {DEFAULT_WATCH_SECONDS:g}).")
+        tags = options["tag"]
+        if tags and not all(tag.strip() for tag in tags):
+            raise CommandError("--tag takes a tag, e.g. --tag billing.")
         in_place = every is not None and not options["json"] and self._on_terminal()
         try:
             while True:
-                self._show(snapshot.take(alias=alias), options["json"], in_place)
+                if tags:
+                    self._show_tagged(alias, tags, options["json"], in_place)
+                else:
+                    self._show(alias, options["json"], in_place)
                 if every is None:
                     return
                 time.sleep(every)
@@ -51,11 +63,23 @@ class Command(BaseCommand):
             if not options["json"]:
                 self.stdout.write("")
 
-    def _show(self, snap, as_json, in_place):
+    def _show(self, alias, as_json, in_place):
+        snap = snapshot.take(alias=alias)
         if as_json:
-            self.stdout.write(json.dumps(snap.as_json()))
+            document = snap.as_json()
+            document["autoscale"] = fleet.measure(alias).as_json()  # docs/autoscaling.md
+            self.stdout.write(json.dumps(document))
         else:
             text = "\n".join(lines(snap))
+            self.stdout.write(REDRAW + text if in_place else text + "\n")
+        self.stdout.flush()
+
+    def _show_tagged(self, alias, tags, as_json, in_place):
+        stats = Job.objects.using(alias).tagged(*tags).stats()
+        if as_json:
+            self.stdout.write(json.dumps(tagged_json(tags, stats)))
+        else:
+            text = "\n".join(tagged_lines(tags, stats))
             self.stdout.write(REDRAW + text if in_place else text + "\n")
         self.stdout.flush()
 

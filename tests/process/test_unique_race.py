@@ -1,0 +1,58 @@
+"""Eight processes, each with its own connection, enqueue the same unique key with a 60-second
+period 1,000 times in all, at once: exactly one job, inserted by exactly one of them; every
+other enqueue got that job back. The database's unique index decides (db/job_table.py), not a
+read before the insert.
+
+A period starts on the minute (aligned to the epoch), so the go is given early in a minute; if
+a very slow run still crosses into the next minute, that minute is a new period with a job of
+its own, and the test holds each period to one job.
+"""
+
+import json
+import math
+import time
+from collections import Counter
+
+import pytest
+
+from django_sqlqueue.models import Job
+from tests.support.start_line import go
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PROCESSES, ENQUEUES, PERIOD = 8, 1000, 60
+
+
+def early_in_a_period():
+    """Wait, if need be, until at most 20 seconds of the current period have gone."""
+    into = time.time() % PERIOD
+    if into > 20:
+        time.sleep(PERIOD - into + 0.5)
+
+
+def test_racing_processes_enqueue_one_job_per_key_and_period(db_url, run_python, tmp_path):
+    start_line = tmp_path / "start"
+    start_line.mkdir()
+    racers = [
+        run_python("tests.support.unique_enqueuer", f"racer-{n}", str(start_line), "sync-42",
+                   str(PERIOD), str(ENQUEUES // PROCESSES), env={"DATABASE_URL": db_url()})
+        for n in range(PROCESSES)
+    ]
+    go(start_line, racers, before=early_in_a_period)
+    reports = []
+    for proc in racers:
+        out, err = proc.communicate(timeout=280)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+
+    jobs = list(Job.objects.all())
+    first = min(report["first"] for report in reports)
+    last = max(report["last"] for report in reports)
+    periods = math.floor(last / PERIOD) - math.floor(first / PERIOD) + 1
+    print(f"{len(jobs)} job(s) over {periods} period(s) in {last - first:.1f}s")
+    assert len(jobs) == periods  # one in nearly every run: 1,000 enqueues take seconds
+    assert Counter(job.unique_slot for job in jobs).most_common(1)[0][1] == 1
+    assert all(job.unique_slot.startswith("sync-42@") for job in jobs)
+    assert sum(report["inserted"] for report in reports) == len(jobs)
+    assert {pk for report in reports for pk in report["ids"]} == {job.pk for job in jobs}
+    assert sum(bool(report["ids"]) for report in reports) == PROCESSES  # every one enqueued
