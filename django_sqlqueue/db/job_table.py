@@ -143,9 +143,9 @@ CONSTRAINTS = [
 
 #: Django's warnings that a database has no conditional unique constraints (models.W036) or
 #: partial indexes (models.W037): MariaDB. Our migrations handle it there: 0012 gives the ready
-#: indexes and the unique key their stand-ins on generated columns, and the other conditional
-#: indexes are built whole (right, only larger). So our models leave them out of their checks;
-#: a project's own models still get them.
+#: indexes and the unique key, 0015 the unique slot, their stand-ins on generated columns, and
+#: the other conditional indexes are built whole (right, only larger). So our models leave them
+#: out of their checks; a project's own models still get them.
 HANDLED_WARNINGS = frozenset({"models.W036", "models.W037"})
 
 

@@ -102,7 +102,7 @@ class Schedule(models.Model):
 
     @classmethod
     def check(cls, **kwargs):
-        # No models.W036/W037 on MariaDB: migration 0012 stands in (db/job_table.py).
+        # No models.W036/W037 on MariaDB: our migrations stand in (db/job_table.py).
         return job_table.without_handled_warnings(super().check(**kwargs))
 
     @property
