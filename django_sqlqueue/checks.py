@@ -1,5 +1,8 @@
 """System checks (``manage.py check``): settings and database support."""
 
+import difflib
+
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
@@ -17,6 +20,31 @@ def check_settings(app_configs=None, **kwargs):
         # One line that names the key and what to change: the message says both.
         return [checks.Error(str(exc), id="sqlqueue.E001")]
     return []
+
+
+@checks.register(checks.Tags.compatibility)
+def check_setting_name(app_configs=None, **kwargs):
+    """A misspelt ``SQLQUEUE`` (``SQL_QUEUE``, ``SQLQUEUES``...) would be ignored in silence."""
+    near = near_misses(dir(settings))
+    return [checks.Warning(
+        f"settings.{name} is not read by django-sqlqueue: did you mean SQLQUEUE?",
+        hint=f"Rename {name} to SQLQUEUE.", id="sqlqueue.W003",
+    ) for name in near]
+
+
+def near_misses(names) -> list:
+    """The setting names among ``names`` that look like ``SQLQUEUE`` but are not it."""
+    found = []
+    for name in names:
+        if name == "SQLQUEUE" or not name.isupper():
+            continue
+        squeezed = name.replace("_", "")
+        # Its letters in order (SQL_QUEUE, SQLQUEUES, DJANGO_SQLQUEUE), or a typo after "SQLQ"
+        # (SQLQEUE); not any other queue's setting (SQS_QUEUE, RQ_QUEUES).
+        if "SQLQUE" in squeezed or (squeezed.startswith("SQLQ") and difflib.SequenceMatcher(
+                None, squeezed, "SQLQUEUE").ratio() >= 0.85):
+            found.append(name)
+    return sorted(found)
 
 
 def database_problem(alias: str) -> str | None:
@@ -49,6 +77,57 @@ def check_database(app_configs=None, databases=None, **kwargs):
             id="sqlqueue.E002",
         )
     ]
+
+
+def migrations_problem(alias: str) -> str | None:
+    """What ``alias`` lacks of this app's migrations, as one line naming ``manage.py migrate``;
+    None if every one is applied. Reads Django's migration table (absent: nothing applied)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[alias])
+    app = "django_sqlqueue"
+    leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == app]
+    missing = [migration.name for migration, _ in executor.migration_plan(leaves)
+               if migration.app_label == app]
+    if not missing:
+        return None
+    which = missing[0] if len(missing) == 1 else f"{missing[0]} to {missing[-1]}"
+    option = "" if alias == "default" else f" --database {alias}"
+    return (f"the jobs database {alias!r} lacks {len(missing)} of django_sqlqueue's migrations "
+            f"({which}): run `python manage.py migrate{option}` first.")
+
+
+@checks.register(checks.Tags.database, deploy=True)
+def check_migrations(app_configs=None, databases=None, **kwargs):
+    """The jobs database has this app's tables: ``check --deploy --database default``. A
+    deployment check, as ``migrate`` runs the database checks (not those) before it migrates:
+    it would tell everyone who runs it to run it."""
+    from .models import Job
+
+    alias = router.db_for_write(Job)
+    if databases is None or alias not in databases:
+        return []
+    problem = migrations_problem(alias)
+    return [] if problem is None else [checks.Warning(problem, id="sqlqueue.W002")]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_database_options(app_configs=None, **kwargs):
+    """The jobs database's settings have the options we recommend for it (SQLite's WAL, timeout
+    and IMMEDIATE transactions); read from the settings, without connecting."""
+    from .models import Job
+
+    alias = router.db_for_write(Job)
+    missing = ops(connections[alias]).missing_options()
+    if not missing:
+        return []
+    return [checks.Warning(
+        f"the jobs database {alias!r} lacks the recommended OPTIONS {', '.join(missing)}: "
+        "without them an enqueue or a claim behind another process's write fails with "
+        "'database is locked'.",
+        hint=f"Add them to DATABASES[{alias!r}]['OPTIONS'] (docs/getting-started.md#sqlite).",
+        id="sqlqueue.W004",
+    )]
 
 
 @checks.register(checks.Tags.compatibility)

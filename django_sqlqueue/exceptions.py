@@ -19,6 +19,11 @@ class InvalidPayload(InvalidJob, TypeError):
     Django's task backends raise for arguments they cannot store."""
 
 
+class InvalidArguments(InvalidJob, TypeError):
+    """The job's args and kwargs do not fit its function's signature: the call could never run.
+    A ``TypeError`` too, as calling the function with them would raise."""
+
+
 class UnknownTask(InvalidJob):
     """The task name is not registered with ``@job`` in this process."""
 

@@ -5,6 +5,7 @@ into this registry, never a dotted path to import. A row naming ``os.system`` th
 "not registered" instead of running it.
 """
 
+import difflib
 import functools
 import inspect
 
@@ -19,6 +20,10 @@ from .exceptions import UnknownTask
 from .workflows.canvas import Signature
 
 _tasks: dict = {}
+_UNREAD = object()
+#: What other task queues call ``enqueue`` (Celery, RQ, Dramatiq, huey): a hint, not an alias.
+_OTHER_QUEUES_METHODS = frozenset({"delay", "apply_async", "send", "send_with_options",
+                                   "schedule", "s", "si"})
 
 
 class Task:
@@ -30,6 +35,7 @@ class Task:
         self.options = options
         self.is_async = inspect.iscoroutinefunction(func)
         self._job_defaults = None  # see job_defaults()
+        self._signature = _UNREAD  # see signature()
         functools.update_wrapper(self, func)
 
     def __repr__(self):
@@ -38,10 +44,32 @@ class Task:
     def __call__(self, *args, **kwargs):
         return self.func(*args, **kwargs)
 
+    def __getattr__(self, name):
+        # Only for attributes the task does not have.
+        if name in _OTHER_QUEUES_METHODS:
+            raise AttributeError(
+                f"{self.name} is a django-sqlqueue task: it has no .{name}(); call "
+                f".enqueue(*args, **kwargs) (or .enqueue_on_commit(...), or .using(delay=...)"
+                ".enqueue(...) for later)."
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def signature(self) -> inspect.Signature | None:
+        """The function's signature, which enqueue binds the arguments to; None if Python
+        cannot read it (some C functions). Read once."""
+        if self._signature is _UNREAD:
+            try:
+                self._signature = inspect.signature(self.func)
+            except (TypeError, ValueError):
+                self._signature = None
+        return self._signature
+
     def using(self, **options) -> "Task":
         """A copy of this task with other enqueue options, e.g. ``task.using(delay=60)``."""
         check_option_names(options, allowed=ENQUEUE_OPTIONS, where="Task.using()")
-        return Task(self.func, self.name, {**self.options, **options})
+        task = Task(self.func, self.name, {**self.options, **options})
+        task._signature = self._signature
+        return task
 
     def job_defaults(self) -> building.JobDefaults:
         """This task's options, checked at the first call and again only when the settings
@@ -163,8 +191,20 @@ def get_task(name: str) -> Task:
         raise UnknownTask(
             f"task {name!r} is not registered in this process: decorate it with "
             "@django_sqlqueue.job in a module that is imported at start-up (an installed app's "
-            "tasks.py or jobs.py is imported automatically), and deploy workers with the same code."
+            "tasks.py or jobs.py is imported automatically), and deploy workers with the same "
+            f"code. {_renamed_hint(name)}"
         ) from None
+
+
+def _renamed_hint(name) -> str:
+    """A row's name is the function's at enqueue time: a function moved or renamed since
+    leaves its queued jobs naming the old one."""
+    tail = str(name).rpartition(".")[2]
+    same_tail = sorted(other for other in _tasks if other.rpartition(".")[2] == tail)
+    close = same_tail or difflib.get_close_matches(str(name), sorted(_tasks), n=1, cutoff=0.8)
+    moved = f" (is it {close[0]!r} now?)" if close else ""
+    return (f"If the function was moved or renamed{moved}, keep its old name with "
+            f"@job(name={name!r}) so that the jobs queued under it still run.")
 
 
 def resolve(task) -> Task:

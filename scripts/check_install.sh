@@ -6,9 +6,10 @@
 #      `twine check --strict`, and both archives must hold every admin template, every
 #      migration, py.typed and LICENSE.
 #   2. SQLite: a clean virtualenv with python3 and the wheel without extras (so no psycopg).
-#      tests/install_site, copied to a temp dir outside the checkout, runs there: check,
-#      migrate, makemigrations --check, enqueue, runworker --burst, the jobs' effects, and every
-#      admin page of the app (200, rendered from the templates in the virtualenv).
+#      tests/install_site, copied to a temp dir outside the checkout, runs there: runworker
+#      before migrate (one line naming migrate, status 1), migrate, check, makemigrations
+#      --check, enqueue, runworker --burst, the jobs' effects, stats, and every admin page of
+#      the app (200, rendered from the templates in the virtualenv).
 #   3. PostgreSQL: the same with Python 3.12+ and the wheel with its postgres extra, against a
 #      throwaway server started by tests/postgres_cluster.py (as root on Debian/Ubuntu, the
 #      PostgreSQL server is installed with apt-get if it is missing).
@@ -172,11 +173,18 @@ run_site() {  # run_site LABEL PYTHON PIP_SPEC EXPECTED_DATABASE [DATABASE_URL]
 
   step "$label: where django_sqlqueue is imported from (check_site.py installed)"
   site_run check_site.py installed || fail "$label: the installed package (above)"
-  step "$label: manage.py check --database default"
-  site_run manage.py check --database default --fail-level WARNING ||
-    fail "$label: manage.py check (above)"
+  step "$label: manage.py runworker before migrate (a newcomer's slip): one line that says migrate"
+  local said status=0
+  said="$(site_run manage.py runworker --burst 2>&1)" || status=$?
+  printf '    %s\n' "$said"
+  [ "$status" = 1 ] && [ "$(printf '%s\n' "$said" | wc -l)" = 1 ] &&
+    printf '%s\n' "$said" | grep -qF 'run `python manage.py migrate` first.' ||
+    fail "$label: runworker before migrate exited $status without the one line naming migrate"
   step "$label: manage.py migrate"
   site_run manage.py migrate --noinput 2>&1 | sed 's/^/    /' || fail "$label: manage.py migrate"
+  step "$label: manage.py check --database default (no warning either)"
+  site_run manage.py check --database default --fail-level WARNING ||
+    fail "$label: manage.py check (above)"
   step "$label: manage.py makemigrations --check (the wheel's migrations match its models)"
   site_run manage.py makemigrations --check --dry-run ||
     fail "$label: the installed models need migrations the wheel does not ship"
@@ -187,12 +195,13 @@ run_site() {  # run_site LABEL PYTHON PIP_SPEC EXPECTED_DATABASE [DATABASE_URL]
     fail "$label: manage.py runworker --burst (above)"
   step "$label: the jobs ran: the Note is there, the rows say succeeded and exhausted"
   site_run check_site.py jobs-done || fail "$label: the jobs' effects (above)"
-  step "$label: manage.py queues limit bulk --concurrency 5; manage.py queues; manage.py stats --json"
+  step "$label: manage.py queues limit bulk --concurrency 5; manage.py queues; manage.py stats"
   site_run manage.py queues limit bulk --concurrency 5 2>&1 | sed 's/^/    /' ||
     fail "$label: manage.py queues limit (above)"
   site_run manage.py queues 2>&1 | sed 's/^/    /' || fail "$label: manage.py queues (above)"
   site_run manage.py stats --json | "$venv/bin/python" -m json.tool >/dev/null ||
     fail "$label: manage.py stats --json did not print one JSON document"
+  site_run manage.py stats 2>&1 | sed 's/^/    /' || fail "$label: manage.py stats (above)"
   step "$label: every admin page of the app, as a superuser, with a live worker"
   site_run check_site.py admin || fail "$label: the admin pages (above)"
 }

@@ -18,7 +18,7 @@ from django.db.models import Count
 from django.template.response import TemplateResponse
 
 from ..statuses import READY_STATUSES, RETRYABLE_STATUSES, JobStatus
-from .display import STATUS_ORDER, status_label
+from .display import BREADCRUMBS_AS_LIST, STATUS_ORDER, status_label
 
 logger = logging.getLogger("django_sqlqueue.admin")
 DELETE_BATCH = 1000
@@ -164,6 +164,7 @@ def delete_selected(modeladmin, request, queryset):
         **modeladmin.admin_site.each_context(request),
         "title": "Delete jobs?",
         "opts": modeladmin.model._meta,
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
         "counts": [
             (status_label(status), n) for status, n in
             sorted(counts.items(), key=lambda item: _status_rank(item[0]))

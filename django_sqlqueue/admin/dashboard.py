@@ -23,6 +23,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateformat import time_format
 
 from ..conf import get_settings
 from ..models import Job
@@ -31,7 +32,7 @@ from ..observability.replica import read_alias
 from ..queues import control as queue_control
 from ..statuses import JobStatus
 from .chart import throughput_svg
-from .display import STATUS_COLOURS, seconds_text, status_label
+from .display import BREADCRUMBS_AS_LIST, STATUS_COLOURS, seconds_text, status_label
 
 REFRESH_SECONDS = 5
 LAG_WARNING_SECONDS = 60
@@ -238,6 +239,7 @@ def _context(model_admin, request) -> dict:
         "workers_url": reverse("admin:django_sqlqueue_worker_changelist", current_app=site.name),
         "data_url": reverse("admin:django_sqlqueue_job_dashboard_data", current_app=site.name),
         "refresh_seconds": REFRESH_SECONDS,
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
     }
 
 
@@ -248,10 +250,18 @@ def render(model_admin, request):
     return TemplateResponse(request, "admin/django_sqlqueue/job/dashboard.html", context)
 
 
+#: How the page says when its figures were taken ("Updated 21:42:32"), in the page and after
+#: each refresh.
+UPDATED_FORMAT = "H:i:s"
+
+
 def data(model_admin, request):
-    """The endpoint the page polls: ``{"snapshot": ..., "html": ...}``."""
+    """The endpoint the page polls: ``{"snapshot": ..., "html": ..., "updated": "21:42:32"}``."""
     context = _context(model_admin, request)
     return JsonResponse({  # not cached: admin_view adds never_cache
         "snapshot": context["snapshot"].as_json(),
         "html": render_to_string(LIVE_TEMPLATE, context, request),
+        # As the page writes it (the time filter: the current time zone, 24 hours), not in the
+        # browser's own format, which changed "21:42:32" into "9:42:42 PM" at the first refresh.
+        "updated": time_format(timezone.localtime(context["now"]), UPDATED_FORMAT),
     })

@@ -2,6 +2,7 @@
 
 import json
 
+import django
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
@@ -11,6 +12,11 @@ from ..observability.durations import seconds_text
 from ..statuses import JobStatus
 
 #: One colour per status, used by the badges and by every chart.
+#: Django 6.1 writes the admin's breadcrumbs as ``<ol class="breadcrumbs"><li>...`` and styles
+#: only that; before, ``<div class="breadcrumbs">``. Our own pages' breadcrumbs follow
+#: (includes/breadcrumbs.html), or they show unstyled.
+BREADCRUMBS_AS_LIST = django.VERSION >= (6, 1)
+
 STATUS_COLOURS = {
     JobStatus.QUEUED: "#3b7dd8",
     JobStatus.RUNNING: "#0e8fa3",

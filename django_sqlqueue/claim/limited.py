@@ -97,7 +97,7 @@ def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, con
             # "Every queue but these": the ready queues' names, found by a skip scan, so that
             # the claim walks each queue's own index range and never reads the held-back
             # backlog (a NOT IN on the any-queue index would read all of it first).
-            queues = _ready_queues(queryset.model, alias)
+            queues = ready_queues(queryset.model, alias)
         plain = [q for q in queues if q not in controls.held_back()]
         if plain:
             jobs += queryset.claim_ready(plain, worker_id, limit - len(jobs), lease_seconds, now)
@@ -226,7 +226,8 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     return [pk for pk, *_ in candidates[:room]]
 
 
-def _ready_queues(model, alias) -> list:
+def ready_queues(model, alias) -> list:
+    """The names of the queues with ready rows (a skip scan of the ready index)."""
     connection = connections[alias]
     with connection.cursor() as cursor:
         statement, params = ops(connection).ready_queues(model, limit=10_000)

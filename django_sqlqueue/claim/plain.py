@@ -9,7 +9,7 @@ import functools
 import uuid
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -33,8 +33,13 @@ def claim_ready(queryset, queues, worker_id, limit, lease_seconds, now=None, *,
             queryset.using(alias).ready(now).in_queues(queues).order_by(*CLAIM_ORDER)
             .select_for_update(skip_locked=True).values("pk")[:limit]
         )
-        picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-    elif after is None:
+        # Django compiles FOR UPDATE only inside a transaction (TransactionManagementError
+        # outside one, on PostgreSQL and MariaDB): the claim is one, as it commits on its own.
+        with transaction.atomic(using=alias):
+            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
+            return claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
+                                now)
+    if after is None:
         picked_sql, picked_params = ops(connections[alias]).ready_ids(
             queryset.model, queues=queues, limit=limit, now=now)
     else:

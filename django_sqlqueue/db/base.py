@@ -75,6 +75,11 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         """Why this database cannot hold the jobs table, or None if it can (``sqlqueue.E002``)."""
         return f"{self.connection.vendor} is not supported yet"
 
+    def missing_options(self) -> list:
+        """The recommended ``OPTIONS`` its settings lack (``sqlqueue.W004``), each as the
+        ``"key": value`` to add; read from the settings alone, without connecting."""
+        return []
+
     # ---- the clock --------------------------------------------------------------------------
     # Leases, heartbeats and claim times are read off the database's clock, never a host's:
     # hosts' clocks disagree, and a claim may wait for a lock after Python read the time

@@ -25,6 +25,21 @@ class SQLiteDriver(DatabaseDriver):
             return None
         return f"SQLite {sqlite3.sqlite_version} lacks UPDATE ... RETURNING (3.35+)"
 
+    def missing_options(self) -> list:
+        """WAL (readers beside the writer), a timeout longer than Django's 5 s for the write
+        lock, and IMMEDIATE transactions (a transaction that reads, then enqueues, would fail
+        at once with "database is locked" while another process writes): docs/getting-started.md."""
+        options = self.connection.settings_dict.get("OPTIONS") or {}
+        init = "".join(str(options.get("init_command", "")).lower().split())
+        missing = []
+        if "journal_mode=wal" not in init:
+            missing.append('"init_command": "PRAGMA journal_mode=WAL;"')
+        if "timeout" not in options:
+            missing.append('"timeout": 20')
+        if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
+            missing.append('"transaction_mode": "IMMEDIATE"')
+        return missing
+
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         # SQLite computes 'now' once per statement step, after taking its write lock, to the
         # millisecond. We write the end of that millisecond: never earlier than a time Python

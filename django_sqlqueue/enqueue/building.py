@@ -120,6 +120,7 @@ def prepare_job(model, task, args, kwargs, options=None):
         defaults, args, kwargs, run_at=merged.get("run_at"), delay=merged.get("delay"),
         unique_key=merged.get("unique_key"),
     )
+    validation.call_arguments(task.name, task.signature(), args or (), kwargs or {})
     if options and "concurrency_key" in options:
         fields["concurrency_key"] = validation.concurrency_key(options["concurrency_key"]) or ""
     return build_job(model, fields)

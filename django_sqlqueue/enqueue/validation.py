@@ -2,8 +2,11 @@
 message names the offending value and says how to fix it."""
 
 import datetime as dt
+import decimal
+import inspect
 import json
 import math
+import uuid
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,6 +19,7 @@ from ..db.job_table import (  # the same priority range as django.tasks
     unique_states_mask,
 )
 from ..exceptions import (
+    InvalidArguments,
     InvalidConcurrencyKey,
     InvalidMetadata,
     InvalidPayload,
@@ -119,6 +123,8 @@ def _size_bound(value) -> int:
         hint = ": pass value.isoformat() and parse it in the job"
     elif hasattr(value, "pk"):
         hint = ": pass the object's pk and fetch it in the job"
+    elif isinstance(value, (decimal.Decimal, uuid.UUID)):
+        hint = f": pass str(value) and make it a {type(value).__name__} again in the job"
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
     raise _NotJson(
         f" is {value!r} ({kind}), which is not JSON-serialisable{hint}. Job arguments must be "
@@ -146,6 +152,20 @@ def _items_bound(pairs) -> int:
                 error.keys.append(key)
                 raise
     return size
+
+
+def call_arguments(task_name: str, signature: inspect.Signature | None, args, kwargs) -> None:
+    """``args`` and ``kwargs`` bind to the function's ``signature`` (None: unreadable, not
+    checked), so that a job that could never run is not stored to fail in the worker."""
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidArguments(
+            f"{task_name}{signature}: {exc}; nothing was enqueued. Pass the arguments the "
+            "function takes."
+        ) from None
 
 
 def queue_name(queue) -> str:

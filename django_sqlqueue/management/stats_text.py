@@ -14,7 +14,8 @@ COLUMNS = (
     ("RETRYING", "an attempt failed; waiting for the next"),
     ("EXHAUSTED", "failed for good (in the table now)"),
     ("LAG", "how long the oldest due job has waited past its run_at"),
-    ("DONE/MIN", "jobs that ended succeeded or exhausted per minute, last 5 minutes"),
+    ("DONE/MIN", "jobs that ended succeeded or exhausted per minute, last 5 minutes and "
+                 "this one so far"),
     ("1H", "jobs that ended succeeded or exhausted in the last hour"),
     ("FAILED 1H", "jobs that ended exhausted in the last hour"),
     ("WORKERS", "live workers taking the queue"),
@@ -44,7 +45,7 @@ def lines(snap) -> list[str]:
             queue.name, count("queued"), count("scheduled"), count("waiting"), count("running"),
             count("failed"),
             count("exhausted"), lag + (" !" if queue.unserved else ""),
-            f"{queue.per_minute_rate(RATE_MINUTES):.1f}",
+            f"{queue.per_minute_rate(RATE_MINUTES, snap.current_minute_seconds):.1f}",
             str(hour["succeeded"] + hour["exhausted"]), str(hour["exhausted"]),
             str(queue.live_workers),
         ])

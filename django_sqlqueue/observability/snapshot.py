@@ -60,11 +60,15 @@ class QueueSnapshot:
         """Jobs are due and no live worker takes this queue: nothing will run them."""
         return self.lag_seconds is not None and not self.live_workers
 
-    def per_minute_rate(self, minutes: int) -> float:
+    def per_minute_rate(self, minutes: int, current_seconds: float = 0.0) -> float:
         """Jobs that succeeded or failed for good per minute, over the last ``minutes`` whole
-        minutes (the current minute left out: it is not over)."""
-        done = self.per_minute[-1 - minutes:-1]
-        return sum(s + f for s, f in done) / minutes
+        minutes and the ``current_seconds`` of the current minute so far (its jobs counted
+        over that part of a minute: 2,000 jobs that just finished are not a rate of 0)."""
+        done = sum(s + f for s, f in self.per_minute[-1 - minutes:-1])
+        if current_seconds <= 0:
+            return done / minutes
+        now_s, now_f = self.per_minute[-1]
+        return (done + now_s + now_f) / (minutes + min(current_seconds, 60.0) / 60)
 
     def as_json(self) -> dict:
         return {
@@ -93,6 +97,14 @@ class Snapshot:
     @property
     def live_workers(self) -> list:
         return [w for w in self.workers if w.state != DEAD]
+
+    @property
+    def current_minute_seconds(self) -> float:
+        """How far into the last minute of ``per_minute`` (the current one) it was taken."""
+        if self.minute_start is None:
+            return 0.0
+        current = self.minute_start + dt.timedelta(minutes=59)
+        return max(0.0, (self.taken_at - current).total_seconds())
 
     def as_json(self) -> dict:
         """The document of ``manage.py stats --json`` and the dashboard's endpoint

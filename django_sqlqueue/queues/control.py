@@ -12,7 +12,7 @@ from django.db import router, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from ..claim.limited import recent_starts
+from ..claim.limited import ready_queues, recent_starts
 from ..enqueue.validation import queue_name
 from ..exceptions import InvalidQueueLimit
 from ..models import Job, Queue
@@ -143,6 +143,15 @@ def states(*, using=None, now=None, running=None, ready=None) -> list:
             _describe(state, row, jobs, now)
         result.append(state)
     return result
+
+
+def known_names(*, using=None) -> set:
+    """The names of the queues this database knows of: with ready jobs (one probe of the ready
+    index per queue, however many jobs each holds) or a Queue row. What an unknown
+    ``runworker --queue`` is compared with."""
+    alias = _alias(using)
+    return set(ready_queues(Job, alias)) | set(
+        Queue.objects.using(alias).values_list("name", flat=True))
 
 
 def _describe(state, row, jobs, now):

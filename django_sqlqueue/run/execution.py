@@ -43,6 +43,18 @@ def run_job(job) -> RunResult:
     return report(job, outcome, apply_outcome(job, outcome))
 
 
+#: The longest error message on a ``job finished`` line; the job's row keeps it whole.
+MAX_MESSAGE_CHARS = 500
+
+
+def error_message(error: BaseException | None) -> str | None:
+    """The exception's message on one line, shortened past ``MAX_MESSAGE_CHARS``."""
+    if error is None:
+        return None
+    text = " ".join(str(error).split())
+    return text[:MAX_MESSAGE_CHARS - 3] + "..." if len(text) > MAX_MESSAGE_CHARS else text
+
+
 def report(job, outcome: Outcome, applied: bool) -> RunResult:
     """Log one key=value line for the outcome and return it as a RunResult."""
     if not applied:
@@ -54,15 +66,23 @@ def report(job, outcome: Outcome, applied: bool) -> RunResult:
     else:
         kind = job.status
     log = logger.warning if kind in ("failed", "exhausted", "lost", "interrupted") else logger.info
-    error_type = type(outcome.error).__name__ if outcome.error is not None else None
+    error = outcome.error
+    error_type = type(error).__name__ if error is not None else None
+    message = error_message(error)
     duration_ms = round(outcome.duration_seconds * 1000, 1)
+    # The traceback of a job's last failure, and of every failure at runworker -v 2 (DEBUG).
+    traceback_shown = (error is not None and error.__traceback__ is not None
+                       and (kind == "exhausted" or logger.isEnabledFor(logging.DEBUG)))
     log(
         "job finished task=%s id=%s attempt=%s outcome=%s duration_ms=%.1f%s",
         job.task_name, job.pk, job.attempts, kind, duration_ms,
-        f" error={error_type}" if error_type else "",
+        "" if error_type is None else f" error={error_type}: {message}" if message
+        else f" error={error_type}",
+        exc_info=(type(error), error, error.__traceback__) if traceback_shown else None,
         # The keys of this line in runworker --log-format keyvalue/json (worker/log_format.py).
         extra={"sqlqueue": {"event": "job.finished", "task": job.task_name, "job_id": job.pk,
                             "queue": job.queue, "attempt": job.attempts, "outcome": kind,
-                            "duration_ms": duration_ms, "error": error_type}},
+                            "duration_ms": duration_ms, "error": error_type,
+                            "error_message": message}},
     )
     return RunResult(job=job, outcome=kind, duration_seconds=outcome.duration_seconds)

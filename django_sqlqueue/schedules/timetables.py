@@ -35,6 +35,16 @@ CRON_ALIASES = {
 MAX_INTERVAL_SECONDS = 366 * 86400
 
 
+#: The five fields of a cron expression, in order, and the values each takes.
+CRON_FIELDS = {
+    "minute": "0-59",
+    "hour": "0-23",
+    "day-of-month": "1-31 (or L, the last day)",
+    "month": "1-12 or jan-dec",
+    "day-of-week": "0-7 (0 and 7 are Sunday) or sun-sat",
+}
+
+
 class CronTimetable:
     """Ticks of a five-field cron expression (or an alias) in a time zone.
 
@@ -71,9 +81,22 @@ class CronTimetable:
         try:
             first = next(CronSim(self.fields, dt.datetime(2000, 1, 1, tzinfo=self.zone)), None)
         except CronSimError as exc:
-            raise InvalidPeriodicSchedule(f"cron {expression!r}: {exc}.") from None
+            raise InvalidPeriodicSchedule(f"cron {expression!r}: {self._explain(exc)}.") from None
         if first is None:
             raise InvalidPeriodicSchedule(f"cron {expression!r} never matches a date.")
+
+    def _explain(self, error) -> str:
+        """cronsim's "Bad minute" as which field, what it holds and what it may hold."""
+        text = str(error)
+        for position, (field, allowed) in enumerate(CRON_FIELDS.items()):
+            if text == f"Bad {field}":
+                value = self.fields.split()[position]
+                if field == "day-of-month" and value.isdigit() and 1 <= int(value) <= 31:
+                    return (f"day-of-month {value!r} is in none of the months "
+                            f"{self.fields.split()[3]!r}")
+                return (f"the {field} field {value!r} is not valid: it takes {allowed}, a range "
+                        "(a-b), a list (a,b), a step (*/n) or *")
+        return text
 
     def __repr__(self):
         return f"<CronTimetable {self.expression!r} {self.timezone}>"

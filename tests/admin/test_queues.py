@@ -85,3 +85,15 @@ def test_fair_shares_and_weights_are_set_on_the_queue_page(client):
     assert response.status_code == 302, response.content.decode()
     row.refresh_from_db()
     assert (row.fair, row.key_weights) == (False, {})
+
+
+def test_the_list_says_it_holds_only_queues_given_a_pause_or_a_limit(client):
+    """With jobs in two queues and no Queue row, the page says "0 queues": it says why."""
+    add.enqueue(1, 1)
+    send_email.enqueue("x@example.com")
+    client.force_login(make_staff("viewer", "view_queue", "view_job"))
+    page = client.get(LIST).content.decode()
+    assert "0 queues" in page
+    assert ("Only the queues given a pause or a limit are listed here; every other queue runs "
+            "freely. Every queue with jobs is on the <a href=\"/admin/django_sqlqueue/job/"
+            "dashboard/\">queue dashboard</a>.") in page

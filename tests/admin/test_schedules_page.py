@@ -55,7 +55,8 @@ def test_the_list_shows_timing_time_zone_next_runs_and_the_last_outcome(client, 
     ticks = nightly.next_runs(5, now=timezone.now())
     assert len(ticks) == 5
     for tick in ticks:  # in the schedule's own time zone
-        assert f"{tick.astimezone(nightly.timetable.zone):%a %d %b %H:%M %Z}" in page
+        local = tick.astimezone(nightly.timetable.zone)
+        assert f'<span class="sq-weekday">{local:%a} </span>{local:%d %b %H:%M %Z}' in page
     often = Schedule.objects.get(name="often")
     assert f"#{often.last_job_id}" in page and "Succeeded" in page
     assert "never" in page  # nightly has not run yet

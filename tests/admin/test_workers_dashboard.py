@@ -1,6 +1,7 @@
 """The workers page, the queue dashboard and its chart, and the links to them."""
 
 import datetime as dt
+import re
 from html import unescape
 
 import pytest
@@ -174,6 +175,8 @@ def test_the_data_endpoint_answers_json_with_the_page_part(admin_client, busy_qu
     assert [queue["name"] for queue in data["snapshot"]["queues"]] == ["default", "reports"]
     assert data["snapshot"]["queues"][0]["counts"]["running"] == 1
     assert 'id="sq-queues"' in data["html"] and "<html" not in data["html"]
+    # The time as the page writes it ({{ now|time:"H:i:s" }}): the script shows it as is.
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", data["updated"])
 
 
 def test_the_page_loads_its_refresh_script(admin_client, busy_queues):

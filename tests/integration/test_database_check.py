@@ -18,6 +18,17 @@ def test_the_jobs_database_of_this_pass_is_accepted(capsys):
     assert "sqlqueue.E002" not in capsys.readouterr().err
 
 
+@pytest.mark.django_db
+def test_the_database_checks_say_nothing_of_the_queues_models(capsys):
+    """No warnings a user would have to silence: on MariaDB, Django's models.W036/W037 (no
+    conditional unique constraints, no partial indexes) are answered by migration 0012. The
+    migrations are applied (no sqlqueue.W002) and the suite's SQLite lacks IMMEDIATE, which
+    tests/settings.py silences (sqlqueue.W004)."""
+    call_command("check", databases=["default"])
+    err = capsys.readouterr().err
+    assert "django_sqlqueue." not in err and "sqlqueue.W" not in err, err
+
+
 @pytest.mark.parametrize("version, mariadb, problem", [
     ((10, 5, 27), True, "MariaDB 10.5.27 lacks SELECT ... FOR UPDATE SKIP LOCKED (10.6+)"),
     ((8, 0, 36), False, "MySQL 8.0.36 is not supported (untested: only MariaDB 10.6+ is"),

@@ -14,7 +14,7 @@ from django_sqlqueue.enqueue import notify
 from django_sqlqueue.exceptions import InvalidPayload
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.registry import Task
-from tests.testapp.tasks import add, send_email
+from tests.testapp.tasks import add, send_email, takes_anything
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,8 @@ def test_bulk_enqueue_returns_the_jobs_as_stored_in_several_batches():
         add.prepare(True, 2),
         send_email.prepare("b@example.com", subject="ü" * 3),
         Job.objects.prepare(add, (3, 4), priority=-7, run_at=now + dt.timedelta(hours=1)),
-        Job.objects.prepare(add, (), {"nested": {"list": [1, 2.5, None, "x"]}}, max_age=10),
+        Job.objects.prepare(takes_anything, (), {"nested": {"list": [1, 2.5, None, "x"]}},
+                            max_age=10),
         Job.objects.prepare("tests.record", (), {"tag": "t"}, timeout=2.5, queue="other.q"),
     ]
     returned = Job.objects.bulk_enqueue(jobs, batch_size=3)

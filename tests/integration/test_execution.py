@@ -125,7 +125,11 @@ def test_raising_task_fails_records_the_error_and_retries_by_its_policy():
 
 
 def test_wrong_arguments_fail_the_attempt_with_the_type_error():
-    job = claimed_job(add, (1,), {"c": 2})
+    """Enqueue refuses such a call; a row can still hold one: enqueued before the function's
+    signature changed, or inserted by SQL."""
+    job = claimed_job(add, (1, 2))
+    Job.objects.filter(pk=job.pk).update(payload={"args": [1], "kwargs": {"c": 2}})
+    job.refresh_from_db()
     assert run_job(job).outcome == "failed"
     job.refresh_from_db()
     assert job.errors[0]["type"] == "builtins.TypeError"

@@ -103,7 +103,8 @@ def test_two_schedules_of_one_task_need_names_and_bad_ones_fail_at_declaration(
         schedule(every=120)(add)
     with pytest.raises(TypeError, match="put @schedule above @job"):
         schedule(every=60)(lambda: None)
-    with pytest.raises(InvalidPeriodicSchedule, match="Bad hour"):
+    with pytest.raises(InvalidPeriodicSchedule,
+                       match="the hour field '25' is not valid: it takes 0-23"):
         schedule(cron="0 25 * * *")
     with pytest.raises(InvalidPeriodicSchedule, match="catch_up= goes with"):
         schedule(every=60, catch_up=3)

@@ -97,12 +97,16 @@ EXPECTED = {
 
 def test_throughput_windows_from_the_job_table():
     finish_history()
-    queues = by_name(snapshot.take(now=NOW))
+    snap = snapshot.take(now=NOW)
+    queues = by_name(snap)
     assert {name: q.throughput for name, q in queues.items()} == EXPECTED
+    assert snap.current_minute_seconds == 20  # NOW is 12:30:20
     minutes = queues["default"].per_minute
     assert len(minutes) == 60
     assert minutes[-1] == [3, 0] and minutes[-3] == [0, 2] and minutes[0] == [1, 0]
     assert queues["default"].per_minute_rate(5) == pytest.approx(2 / 5)
+    # With the current minute so far: its 3 jobs count, over half a minute more.
+    assert queues["default"].per_minute_rate(5, 30) == pytest.approx((2 + 3) / 5.5)
 
 
 def test_rolled_up_throughput_is_the_same_and_outlives_pruning():

@@ -85,3 +85,15 @@ def test_enqueue_on_commit_validates_at_the_call_site():
     with pytest.raises(Exception, match="priority 500"), transaction.atomic(using="other"):
         enqueue_on_commit(add, [1, 2], using="other", priority=500)
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_filtered_claim_works_outside_a_transaction():
+    """docs/api.md's ``Job.objects.filter(...).claim()``, in autocommit as a script runs it: on
+    PostgreSQL and MariaDB Django compiles its FOR UPDATE only inside a transaction."""
+    wanted = add.enqueue(1, 2)
+    send_email.enqueue("a@example.com")
+    assert transaction.get_autocommit()
+    [claimed] = Job.objects.filter(task_name=add.name).claim(None, "script", limit=5)
+    assert claimed.pk == wanted.pk and claimed.status == "running"
+    assert Job.objects.get(pk=wanted.pk).claimed_by == "script"  # committed

@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -98,3 +99,42 @@ def test_a_worker_the_system_refuses_threads_stops_before_it_claims(db_url, pids
     assert "lower --concurrency" in output and "Traceback" not in output
     assert not Worker.objects.exists()  # it never registered
     assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED  # nor claimed anything
+
+
+@pytest.fixture
+def unmigrated_jobs_database():
+    """The "jobs" database as after a forgotten ``migrate``: no tables of the queue (the suite's
+    router keeps them out of it) and none of its migrations recorded."""
+    call_command("migrate", "django_sqlqueue", "zero", fake=True, database="jobs", verbosity=0)
+    yield
+    call_command("migrate", "django_sqlqueue", fake=True, database="jobs", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "jobs"])
+def test_a_worker_on_an_unmigrated_database_says_to_migrate_and_exits(
+    db_url, unmigrated_jobs_database
+):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": db_url(),
+           "SQLQUEUE_TEST_JOBS_DATABASE": "1", "JOBS_DATABASE_URL": db_url("jobs")}
+    # Not --burst: a worker that retried the missing table would never exit (timeout: failed).
+    done = subprocess.run([sys.executable, "-m", "django", "runworker"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output, output
+    [line] = output.strip().splitlines()
+    assert re.fullmatch(
+        r"CommandError: The jobs database 'jobs' lacks \d+ of django_sqlqueue's migrations "
+        r"\(0001_initial to 0\d+_\w+\): run `python manage.py migrate --database jobs` first\.",
+        line), line
+    # And `manage.py check --deploy --database` warns of the same; migrate, which runs the
+    # database checks first, does not tell its user to run it.
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check", "--deploy", "--database", "jobs"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert "(sqlqueue.W002) the jobs database 'jobs' lacks " in done.stderr, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "django_sqlqueue", "--database", "jobs",
+         "--fake"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "sqlqueue.W002" not in done.stdout + done.stderr, (
+        done.stdout + done.stderr)

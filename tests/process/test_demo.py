@@ -52,6 +52,12 @@ def test_demo_runs_on_a_fresh_database(tmp_path):
     assert "charge_card" in output and "succeeded on attempt 3" in output
     assert "sync_inventory" in output and "exhausted its 3 attempts" in output
     assert "Demo finished: every job ended as expected." in output
+    # Mail is one line a message, not headers and bodies burying the story; the end points at
+    # the admin and stats.
+    assert "Content-Type:" not in output and "MIME-Version:" not in output
+    assert re.search(r"\[mail\] to \S+@\S+: Your receipt", output), output
+    assert output.rstrip().endswith("or in this terminal: ../.venv/bin/python manage.py stats")
+    assert "http://127.0.0.1:8000/admin/django_sqlqueue/" in output
     # The jobs were run by a real `runworker --burst` subprocess, whose output the demo relays.
     banner = next((line for line in output.splitlines() if "django-sqlqueue" in line), "")
     assert "worker" in banner, output

@@ -42,6 +42,10 @@ def test_every_line_of_a_drain_is_structured(start_worker, line_format, processe
     assert (finished[bad.pk]["outcome"], finished[bad.pk]["error"]) == ("exhausted",
                                                                         "RuntimeError")
     assert finished[bad.pk]["level"] == "warning"
+    # The message, and the traceback of the last attempt, in keys of their own.
+    assert finished[bad.pk]["error_message"] == "boom"
+    assert "raise RuntimeError(message)" in finished[bad.pk]["exception"]
+    assert "exception" not in finished[ok.pk]
     assert finished[ok.pk]["task"] == "tests.testapp.tasks.add"
     stopped = [r for r in records if r["event"] == "worker.stopped"]
     assert sum(int(r["attempts"]) for r in stopped) == 2
@@ -63,6 +67,31 @@ def test_the_projects_own_handlers_write_the_format_too(start_worker):
     finished = [r for r in records if r["event"] == "job.finished"]
     assert [(r["job_id"], r["level"]) for r in finished] == [(bad.pk, "warning")]  # no INFO
     assert {"worker.started", "worker.stopped"} <= {r["event"] for r in records}
+
+
+@pytest.mark.parametrize("verbosity", ["1", "2"])
+def test_a_failure_line_says_the_error_and_the_last_one_its_traceback(start_worker, verbosity):
+    """A user reads why a job failed in the worker's output, not only in the admin: the message
+    on every failure line, the traceback for the attempt that ends the job (and at -v 2 for
+    every failed attempt)."""
+    bad = always_fails.using(max_attempts=2, retry_backoff=0.1,
+                             retry_min_delay=0.1).enqueue("card declined")
+    worker = start_worker("--burst", "-v", verbosity, settings=FAST,
+                          env={"SQLQUEUE_TEST_WORKER_LOGGING": "1"})
+    assert worker.wait() == 0, worker.output
+    output = worker.output
+    failed, exhausted = (f"id={bad.pk} attempt={n} outcome={kind} " for n, kind in
+                         ((1, "failed"), (2, "exhausted")))
+    lines = output.splitlines()
+    [first] = [n for n, text in enumerate(lines) if failed in text]
+    [last] = [n for n, text in enumerate(lines) if exhausted in text]
+    for n in first, last:
+        assert lines[n].endswith(" error=RuntimeError: card declined"), lines[n]
+    # The line after each is its traceback, or the next line of the log.
+    assert lines[last + 1] == "Traceback (most recent call last):", output
+    assert "RuntimeError: card declined" in lines[last + 2:]
+    assert (lines[first + 1] == "Traceback (most recent call last):") == (verbosity == "2"), (
+        output)
 
 
 def test_a_traceback_stays_on_its_line():

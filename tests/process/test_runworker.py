@@ -6,6 +6,7 @@ import time
 import pytest
 
 from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.queues.control import pause
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
 from tests.support.waiting import wait_until
@@ -196,12 +197,21 @@ def test_bad_options_get_a_clear_error(start_worker, args, message):
 
 
 def test_a_queue_no_task_uses_gets_a_warning_and_is_served_anyway(start_worker):
-    job = add.using(queue="nope").enqueue(1, 2)
-    worker = start_worker("--burst", "-q", "nope", "-q", "emails", settings=FAST)
+    worker = start_worker("--burst", "-q", "emials", "-q", "emails", "-q", "nope", settings=FAST)
     assert worker.wait() == 0, worker.output
-    assert ("warning: no registered task uses queue 'nope' (their queues: default, emails); "
-            "this worker serves it anyway, for jobs enqueued with queue='nope'.") in worker.output
+    assert ("warning: no registered task uses queue 'emials' (did you mean 'emails'?) and no "
+            "job waits in it (their queues: default, emails); this worker serves it anyway, for "
+            "jobs enqueued with queue='emials'.") in worker.output
+    assert "warning: no registered task uses queue 'nope' and no job waits" in worker.output
     assert "queue 'emails'" not in worker.output  # send_email's queue
+
+
+def test_a_queue_that_jobs_or_a_queue_row_name_is_served_without_a_warning(start_worker):
+    job = add.using(queue="nope").enqueue(1, 2)
+    pause("paused-one")
+    worker = start_worker("--burst", "-q", "nope", "-q", "paused-one", settings=FAST)
+    assert worker.wait() == 0, worker.output
+    assert "warning" not in worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED
 
 

@@ -55,7 +55,8 @@ def test_a_table_per_queue(db_url, queues):
     cells = default.split()
     assert cells[:7] == ["default", "2", "1", "1", "1", "1", "1"]
     assert cells[7:9] == ["5", "m"]  # lag
-    assert cells[-4:] == ["0.6", "3", "1", "1"]  # 3 jobs over 5 minutes; 3 in the hour, 1 failed
+    # 3 jobs over 5 minutes and the seconds of this one so far; 3 in the hour, 1 failed.
+    assert cells[-4] in ("0.5", "0.6") and cells[-3:] == ["3", "1", "1"]
     assert emails.split()[:2] == ["emails", "1"] and emails.split()[-1] == "0"
     assert "!" in emails
     assert notes == ["! queue emails: jobs are due and no live worker takes it"]

@@ -314,3 +314,9 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
     time.sleep(sleep_ms / 1000)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
     return tag
+
+
+@job
+def takes_anything(*args, **kwargs):
+    """Any arguments: for tests of the payload itself (enqueue binds a call to its function)."""
+    return {"args": list(args), "kwargs": kwargs}

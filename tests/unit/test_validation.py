@@ -4,11 +4,14 @@ problem, and nothing is written. Also: @job options, settings.SQLQUEUE, and the 
 import datetime as dt
 import decimal
 import json
+import uuid
+from io import StringIO
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.db import connection
 from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +20,7 @@ from django_sqlqueue import enqueue_on_commit, job
 from django_sqlqueue.conf import get_settings
 from django_sqlqueue.enqueue import validation
 from django_sqlqueue.exceptions import (
+    InvalidArguments,
     InvalidJob,
     InvalidPayload,
     InvalidPriority,
@@ -30,7 +34,7 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.registry import get_task, registered_names
 from django_sqlqueue.retry import retry_delay_seconds
 from tests.testapp.models import Order
-from tests.testapp.tasks import add
+from tests.testapp.tasks import add, takes_anything
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +59,10 @@ def refused(exc_class, *, args=(1, 2), kwargs=None, task=add, **options):
         ((1, object()), None, ["args[1]", "builtins.object", "not JSON-serialisable"]),
         ((), {"tags": {"a"}}, ["kwargs['tags']", "{'a'}", "builtins.set"]),
         ((b"raw",), None, ["args[0]", "b'raw'", "builtins.bytes"]),
-        ((decimal.Decimal("1.5"),), None, ["args[0]", "decimal.Decimal"]),
+        ((decimal.Decimal("1.5"),), None, ["args[0]", "decimal.Decimal",
+                                           "pass str(value) and make it a Decimal again"]),
+        ((uuid.UUID(int=7),), None, ["args[0]", "uuid.UUID",
+                                     "pass str(value) and make it a UUID again"]),
         ((1, float("nan")), None, ["args[1] is nan", "JSON cannot store"]),
         ((), {"limit": float("inf")}, ["kwargs['limit'] is inf"]),
         ((), {"by_id": {1: "a"}}, ["kwargs['by_id']", "key 1 (int)", "must be strings"]),
@@ -91,9 +98,45 @@ def test_task_enqueue_and_prepare_and_enqueue_on_commit_validate_the_payload_too
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "args, kwargs, expected",
+    [
+        ((), {}, "missing a required argument: 'to'"),
+        (("a@example.com",), {"subjet": "Hi"}, "got an unexpected keyword argument 'subjet'"),
+        (("a@example.com", "Hi", "extra"), {}, "too many positional arguments"),
+        (("a@example.com",), {"to": "b@example.com"}, "multiple values for argument 'to'"),
+    ],
+)
+def test_arguments_the_function_cannot_take_are_refused_at_the_call(args, kwargs, expected):
+    """A call that could never run is not stored to fail in the worker, attempt after attempt."""
+    from tests.testapp.tasks import send_email
+
+    for call in (send_email.enqueue, send_email.prepare, send_email.enqueue_on_commit,
+                 send_email.using(delay=60).enqueue):
+        with pytest.raises(TypeError) as info:
+            call(*args, **kwargs)
+        assert isinstance(info.value, InvalidJob)
+        assert str(info.value).startswith(
+            f"tests.testapp.tasks.send_email(to, subject=''): {expected}; nothing was enqueued.")
+    assert "multiple values" in expected or expected in refused(
+        InvalidArguments, task=send_email, args=args, kwargs=kwargs)
+    assert not Job.objects.exists()
+    send_email.enqueue("a@example.com", subject="Hi")  # what it takes
+
+
+@pytest.mark.parametrize("method", ["delay", "apply_async"])
+def test_celery_s_delay_points_to_enqueue(method):
+    with pytest.raises(AttributeError, match=rf"tests.testapp.tasks.add is a django-sqlqueue "
+                                             rf"task: it has no \.{method}\(\); call "
+                                             rf"\.enqueue\(\*args, \*\*kwargs\)"):
+        getattr(add, method)(1, 2)
+    with pytest.raises(AttributeError, match="'Task' object has no attribute 'nothing'"):
+        add.nothing  # noqa: B018
+
+
 def test_tuples_are_stored_as_lists_and_plain_json_round_trips():
     kwargs = {"nested": {"list": [1, 2.5, None, True, "é"]}, "pair": (1, 2)}
-    job = Job.objects.enqueue(add, (1, (2, 3)), kwargs)
+    job = Job.objects.enqueue(takes_anything, (1, (2, 3)), kwargs)
     job.refresh_from_db()
     assert job.payload == {
         "args": [1, [2, 3]],
@@ -104,7 +147,7 @@ def test_tuples_are_stored_as_lists_and_plain_json_round_trips():
 def test_payload_over_max_payload_bytes_is_refused(settings):
     settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_PAYLOAD_BYTES": 100}
     # {"args":["x..."],"kwargs":{}} is 25 bytes plus the string: 75 characters make 100 bytes.
-    Job.objects.enqueue(add, ["x" * 75])
+    Job.objects.enqueue(takes_anything, ["x" * 75])
     assert Job.objects.count() == 1
     Job.objects.all().delete()
     message = refused(InvalidPayload, args=["x" * 76])
@@ -122,6 +165,17 @@ def test_unregistered_task_name_is_refused():
     message = refused(UnknownTask, task="tests.testapp.tasks.no_such_task")
     assert "'tests.testapp.tasks.no_such_task'" in message
     assert "not registered" in message
+
+
+def test_a_moved_task_s_name_points_to_job_name():
+    """Jobs queued before send_email moved from shop/tasks.py name its old place."""
+    message = refused(UnknownTask, task="shop.tasks.send_email")
+    assert message.endswith(
+        "If the function was moved or renamed (is it 'tests.testapp.tasks.send_email' now?), "
+        "keep its old name with @job(name='shop.tasks.send_email') so that the jobs queued "
+        "under it still run.")
+    assert "@job(name='tests.testapp.tasks.send_mail')" in refused(
+        UnknownTask, task="tests.testapp.tasks.send_mail")
 
 
 def test_dotted_path_of_a_real_function_is_not_a_task():
@@ -353,6 +407,55 @@ def test_bad_settings_raise_improperly_configured_and_fail_the_check(settings, s
     assert expected[0] in str(check.value)
 
 
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
+@pytest.mark.parametrize("name", ["SQL_QUEUE", "SQLQUEUES", "SQLQEUE", "DJANGO_SQLQUEUE"])
+def test_a_misspelt_sqlqueue_setting_is_a_warning_naming_it(settings, name):
+    setattr(settings, name, {"MAX_ATTEMPTS": 9})
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert (f"(sqlqueue.W003) settings.{name} is not read by django-sqlqueue: did you mean "
+            f"SQLQUEUE?\n\tHINT: Rename {name} to SQLQUEUE.") in out.getvalue()
+
+
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
+def test_other_queues_settings_are_not_taken_for_a_misspelt_sqlqueue(settings):
+    settings.SQS_QUEUE, settings.RQ_QUEUES = "jobs", {"default": {}}
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert "sqlqueue.W003" not in out.getvalue()
+
+
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's options")
+@pytest.mark.parametrize("options, missing", [
+    ({}, ['"init_command": "PRAGMA journal_mode=WAL;"', '"timeout": 20',
+          '"transaction_mode": "IMMEDIATE"']),  # startproject's settings
+    ({"init_command": "PRAGMA journal_mode = wal", "timeout": 5},
+     ['"transaction_mode": "IMMEDIATE"']),
+    ({"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20, "transaction_mode": "IMMEDIATE"},
+     []),
+])
+def test_sqlite_without_the_recommended_options_is_a_warning_naming_them(
+        settings, monkeypatch, options, missing):
+    settings.SILENCED_SYSTEM_CHECKS = []
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    out = StringIO()
+    call_command("check", stderr=out)
+    if missing:
+        assert (f"(sqlqueue.W004) the jobs database 'default' lacks the recommended OPTIONS "
+                f"{', '.join(missing)}: ") in out.getvalue()
+    else:
+        assert "sqlqueue.W004" not in out.getvalue()
+
+
+@pytest.mark.django_db(databases="__all__")  # the check reads every database
+def test_the_options_warning_is_for_sqlite_only(settings):
+    settings.SILENCED_SYSTEM_CHECKS = []
+    out = StringIO()
+    call_command("check", stderr=out)
+    assert ("sqlqueue.W004" in out.getvalue()) == (connection.vendor == "sqlite")
+
+
 @pytest.mark.django_db(databases="__all__")  # as above: the check reads every database
 def test_valid_settings_pass_the_check_and_apply(settings):
     settings.SQLQUEUE = {"MAX_ATTEMPTS": 9, "DEFAULT_QUEUE": "main", "LEASE_SECONDS": 5}
@@ -406,7 +509,7 @@ def test_payload_size_is_counted_in_utf8_bytes_at_the_limit(settings, length, si
     settings.SQLQUEUE = {**settings.SQLQUEUE, "MAX_PAYLOAD_BYTES": 100}
     # {"args":["é..."],"kwargs":{}}: 25 bytes and 2 per "é".
     if size <= 100:
-        assert Job.objects.enqueue(add, ["é" * length]).pk
+        assert Job.objects.enqueue(takes_anything, ["é" * length]).pk
     else:
         assert f"the payload is {size} bytes" in refused(InvalidPayload, args=["é" * length])
 

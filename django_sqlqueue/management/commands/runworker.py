@@ -1,19 +1,24 @@
 """``manage.py runworker``: parse options, then hand over to the worker."""
 
 import dataclasses
+import difflib
 import functools
 import logging
 import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import router
 
-from ... import registry
+from ... import checks, registry
+from ...models import Job
+from ...queues import control
 from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.metrics_export import MetricsExport
 from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
+from ...worker.resilience import call_with_retry
 from ...worker.scaler import Scaler
 from ...worker.supervisor import Supervisor
 
@@ -89,8 +94,11 @@ class Command(BaseCommand):
             )
         except InvalidWorkerOption as exc:
             raise CommandError(str(exc)) from None
-        if config.queues and not config.supervised:
-            self._warn_about_queues_no_task_uses(config.queues)
+        if not config.supervised:  # a supervisor's children: it checked already
+            alias = config.database or router.db_for_write(Job)
+            self._require_migrations(alias)
+            if config.queues:
+                self._warn_about_queues_no_task_uses(config.queues, alias)
         # The supervisor's, or the only process's; a supervised child never serves.
         export = None if config.supervised else self._export_metrics(config)
         try:
@@ -109,18 +117,34 @@ class Command(BaseCommand):
             os.execv(sys.executable, _this_command())
         sys.exit(code)
 
-    def _warn_about_queues_no_task_uses(self, queues):
+    def _require_migrations(self, alias):
+        """A database without the tables (``migrate`` forgotten): one line that says so, at once,
+        rather than a worker that retries a missing table or dies of it with a traceback."""
+        problem = call_with_retry(functools.partial(checks.migrations_problem, alias),
+                                  alias=alias, what="reading the applied migrations")
+        if problem is not None:
+            raise CommandError(problem[0].upper() + problem[1:])
+
+    def _warn_about_queues_no_task_uses(self, queues, alias):
         """A typo in -q would otherwise idle without a word."""
         used = queues_of_registered_tasks()
         if used is None:
             return  # a django.tasks backend here accepts any queue name
-        for queue in queues:
-            if queue not in used:
-                self.stderr.write(
-                    f"warning: no registered task uses queue {queue!r} (their queues: "
-                    f"{', '.join(sorted(used)) or 'none'}); this worker serves it anyway, for "
-                    f"jobs enqueued with queue={queue!r}."
-                )
+        unused = [queue for queue in queues if queue not in used]
+        if not unused:
+            return
+        known = used | call_with_retry(functools.partial(control.known_names, using=alias),
+                                       alias=alias, what="reading the queue names")
+        for queue in unused:
+            if queue in known:
+                continue  # jobs or a Queue row name it: enqueued with queue=...
+            close = difflib.get_close_matches(queue, sorted(known), n=1, cutoff=0.6)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            self.stderr.write(
+                f"warning: no registered task uses queue {queue!r}{guess} and no job waits in "
+                f"it (their queues: {', '.join(sorted(known)) or 'none'}); this worker serves "
+                f"it anyway, for jobs enqueued with queue={queue!r}."
+            )
 
     def _export_metrics(self, config) -> MetricsExport | None:
         if config.metrics_port is None:

@@ -27,7 +27,8 @@
       return response.json();
     }).then(function (data) {
       box.innerHTML = data.html;
-      stamp.textContent = "Updated " + new Date().toLocaleTimeString() +
+      // The server's words for the time, as the page has them: not the browser's format.
+      stamp.textContent = "Updated " + data.updated +
         "; refreshes every " + every / 1000 + " s.";
       stamp.classList.remove("sq-stale");
       box.dispatchEvent(new CustomEvent("sq:refreshed", {detail: data.snapshot}));

@@ -61,3 +61,10 @@ class Command(BaseCommand):
             raise CommandError("the demo did not go as expected: " + "; ".join(problems))
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Demo finished: every job ended as expected."))
+        self.stdout.write(
+            "\nSee the jobs, their attempts and tracebacks in the admin (from example_project/):\n"
+            "  ../.venv/bin/python manage.py createsuperuser\n"
+            "  ../.venv/bin/python manage.py runserver\n"
+            "  then open http://127.0.0.1:8000/admin/django_sqlqueue/\n"
+            "or in this terminal: ../.venv/bin/python manage.py stats"
+        )
