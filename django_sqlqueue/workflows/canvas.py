@@ -11,12 +11,14 @@ edge in one transaction, the caller's if one is open (all of it or nothing);
 of django-sqlqueue's backend is a step too: ``signature(task, args, kwargs)``.
 """
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 
 from django.apps import apps
 from django.db import router, transaction
 
+from ..enqueue.validation import parent_results_given_first
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
 
@@ -227,7 +229,9 @@ class Workflow:
         workflow_id = uuid.uuid4()
         jobs = []
         for node in self._nodes:
-            job = node.signature.prepare()
+            # A step given its parents' results gets them as its first argument when it runs.
+            with (parent_results_given_first() if node.results else contextlib.nullcontext()):
+                job = node.signature.prepare()
             job.workflow_id = workflow_id
             if node.parents:
                 job.status = JobStatus.WAITING

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from django_sqlqueue.exceptions import InvalidWorkflow
+from django_sqlqueue.exceptions import InvalidArguments, InvalidWorkflow
 from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job, JobDependency
 from django_sqlqueue.statuses import JobStatus
@@ -292,3 +292,15 @@ def test_a_job_cancelled_by_a_person_is_not_resumed_by_its_parents_retry():
     drain()
     Job.objects.filter(pk=made.jobs[0].pk).retry_now()
     assert statuses(made) == ["queued", "cancelled"]
+
+
+def test_each_step_is_checked_against_its_function_with_the_parents_results_it_will_get():
+    # add(a, b): a chain's next step gets the result before as its first argument, so
+    # add.s(10) is a whole call there; add.s() misses b, and add.si(10) (given nothing) too.
+    flow = chain(add.s(1, 2), add.s(10)).enqueue()
+    drain()
+    assert Job.objects.get(pk=flow.jobs[-1].pk).result == 13
+    for broken in (chain(add.s(1, 2), add.s()), chain(add.s(1, 2), add.si(10))):
+        with pytest.raises(InvalidArguments, match="missing a required argument: 'b'"):
+            broken.enqueue()
+    assert Job.objects.count() == 2  # nothing of the broken chains was enqueued
