@@ -41,7 +41,11 @@ def read_alias(fallback: str) -> str:
 
 def replica_state(alias: str) -> ReplicaState | None:
     """How current ``alias`` is if it is a standby; None for a primary, and on databases whose
-    driver does not report it (SQLite, MariaDB: not measured)."""
+    driver does not report it (SQLite, MariaDB: not measured). Only the database named by
+    ``READ_DATABASE`` is asked: any other is where the jobs are written, a primary, and the
+    question would cost every dashboard refresh a query for nothing."""
+    if alias != get_settings().READ_DATABASE:
+        return None
     driver = ops(connections[alias])
     row = driver.replica_state() if driver.reports_replica_state else None
     if row is None:
