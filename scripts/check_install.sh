@@ -13,6 +13,8 @@
 #   3. PostgreSQL: the same with Python 3.12+ and the wheel with its postgres extra, against a
 #      throwaway server started by tests/postgres_cluster.py (as root on Debian/Ubuntu, the
 #      PostgreSQL server is installed with apt-get if it is missing).
+#   4. scripts/new_user_walkthrough.sh on the same wheel: docs/getting-started.md followed step
+#      by step from `django-admin startproject`, on SQLite.
 #
 # Nothing is installed into the checkout and nothing from it is on the site's sys.path. Set
 # PYTHON for the interpreter of steps 1 and 2 (default python3); SQLQUEUE_KEEP_TMP=1 keeps the
@@ -255,5 +257,9 @@ echo "    PostgreSQL is up on 127.0.0.1:$port"
 
 run_site "PostgreSQL" "$PY312" "$wheel[postgres]" postgresql \
   "postgres://postgres@127.0.0.1:$port/postgres"
+
+step "A new user's walk-through of docs/getting-started.md on the same wheel (SQLite)"
+SQLQUEUE_WHEEL="$wheel" PYTHON="$PYTHON" bash scripts/new_user_walkthrough.sh ||
+  fail "scripts/new_user_walkthrough.sh (above)"
 
 step "All install checks passed in $((SECONDS - started))s"
