@@ -123,7 +123,7 @@ class DatabaseDriver(KeyedReads, WriteStatements):
 
     def tagged_rows(self, rows, tags: tuple):
         """The jobs of ``rows`` (a queryset) that have every one of ``tags`` (strings). A JSON
-        containment, which PostgreSQL's GIN index on tags serves (migration 0014)."""
+        containment, which PostgreSQL's GIN index on tags serves (migration 0015)."""
         return rows.filter(tags__contains=list(tags))
 
     def lock_clause(self) -> str:

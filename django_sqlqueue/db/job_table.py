@@ -32,7 +32,7 @@ def holds_unique_slot(status: str, mask: int | None) -> bool:
     return bool(mask and UNIQUE_STATE_BITS.get(status, 0) & mask)
 
 
-#: The status's bit in SQL: the same in every database (migration 0014 writes it for MariaDB).
+#: The status's bit in SQL: the same in every database (migration 0015 writes it for MariaDB).
 STATUS_BIT = Case(
     *(When(status=status, then=Value(bit)) for status, bit in UNIQUE_STATE_BITS.items()),
     default=Value(0),
@@ -99,7 +99,7 @@ INDEXES = [
     # Finding the job that holds a unique slot, after an insert conflicted on it (insert_job):
     # the rows with a slot, held or not (the unique index's condition is more than a lookup
     # can name). Only jobs given unique_states or unique_period are in it. MariaDB has no
-    # partial index: it finds the holder by the generated column of migration 0014.
+    # partial index: it finds the holder by the generated column of migration 0015.
     models.Index(
         fields=["unique_slot"],
         name="sqlqueue_job_unique_slots",
@@ -132,7 +132,7 @@ CONSTRAINTS = [
     # At most one job per unique slot among the jobs that hold theirs (SLOT_HELD): a unique key
     # with chosen statuses, or with a period (the slot names the key's period), docs/api.md.
     # Only rows with a slot are in it (none, without unique_states or unique_period), so a
-    # plain insert or outcome write costs what it did. MariaDB: a generated column, 0014.
+    # plain insert or outcome write costs what it did. MariaDB: a generated column, 0015.
     models.UniqueConstraint(
         fields=["unique_slot"],
         name="sqlqueue_job_unique_slot",

@@ -74,7 +74,7 @@ class MariaDBDriver(DatabaseDriver):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
 
     def unique_slot_rows(self, rows, slot: str):
-        """By the generated column of migration 0014 (the slot while held, else NULL): its
+        """By the generated column of migration 0015 (the slot while held, else NULL): its
         unique index is the only index of slots."""
         return rows.extra(where=[statements.HELD_SLOT_CONDITION], params=[slot])  # noqa: S610
 

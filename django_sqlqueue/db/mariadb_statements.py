@@ -38,7 +38,7 @@ READY_COLUMN = "is_ready"
 #: its optimizer does not derive it from ``status IN (...)``): for ORM reads of ready rows.
 READY_CONDITION = f"`{READY_COLUMN}` = 1"
 UNFINISHED_KEY_COLUMN = "unfinished_unique_key"
-#: Migration 0014's generated column: a job's unique slot while it holds it (its status is one of
+#: Migration 0015's generated column: a job's unique slot while it holds it (its status is one of
 #: its unique_states, job_table.SLOT_HELD), else NULL; its unique index stands in for the
 #: partial unique index of other databases, and finds a slot's holder.
 HELD_SLOT_COLUMN = "held_unique_slot"
@@ -111,7 +111,7 @@ def drop_generated_columns() -> str:
 
 
 def add_held_slot_column() -> str:
-    """Migration 0014 forwards: the held slot's generated column and its unique index, as one
+    """Migration 0015 forwards: the held slot's generated column and its unique index, as one
     ALTER TABLE (whole or not at all, like ``add_generated_columns``). The status's bit is
     ``job_table.UNIQUE_STATE_BITS``, written out here as that module's STATUS_BIT says it."""
     bits = " ".join(f"WHEN '{status}' THEN {bit}" for status, bit in UNIQUE_STATE_BITS.items())
@@ -124,7 +124,7 @@ def add_held_slot_column() -> str:
 
 
 def drop_held_slot_column() -> str:
-    """Migration 0014 backwards."""
+    """Migration 0015 backwards."""
     return ("ALTER TABLE `django_sqlqueue_job` DROP INDEX `sqlqueue_job_unique_slot`, "
             f"DROP COLUMN `{HELD_SLOT_COLUMN}`")
 

@@ -293,19 +293,19 @@ def reset_job_table_storage_parameters() -> str:
             "autovacuum_vacuum_cost_delay)")
 
 
-#: Migration 0014: the jobs with tags, by tag, for ``tags @> '["x"]'`` (``JobQuerySet.tagged``).
+#: Migration 0015: the jobs with tags, by tag, for ``tags @> '["x"]'`` (``JobQuerySet.tagged``).
 #: Partial, so a job without tags adds no entry: a plain insert costs what it did. Built
 #: CONCURRENTLY: writes go on while it is built (migration_operations.py says why).
 TAGS_INDEX = "sqlqueue_job_tags"
 
 
 def add_tags_index() -> str:
-    """Migration 0014 forwards (PostgreSQL only); ``jsonb_path_ops``: smaller and faster than
+    """Migration 0015 forwards (PostgreSQL only); ``jsonb_path_ops``: smaller and faster than
     the default GIN class, and containment (``@>``) is all the tag filter asks."""
     return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {TAGS_INDEX} ON django_sqlqueue_job "
             "USING gin (tags jsonb_path_ops) WHERE tags IS NOT NULL")
 
 
 def drop_tags_index() -> str:
-    """Migration 0014 backwards."""
+    """Migration 0015 backwards."""
     return f"DROP INDEX CONCURRENTLY IF EXISTS {TAGS_INDEX}"
