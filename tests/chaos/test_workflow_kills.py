@@ -56,20 +56,22 @@ def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callbac
     done_at_last_kill = -total
 
     def killing_until_done():
-        """A kill every 1-2 s, once the fleet got 2% of the jobs done since the last one (a
-        restarted worker on busy cores takes seconds to start). Until MIN_KILLS kills, a fast
-        machine that finished gets another chord: the kills are reached by construction."""
+        """A kill every 1-2 s, once the fleet got 2% of a big chord done since the last one (a
+        restarted worker on busy cores takes seconds to start). Until MIN_KILLS kills, the
+        fleet always has a big chord's worth of work ahead of it: a fast machine drains a chord
+        in under a second, and finished before each check (the test then added chords for 25
+        minutes, killing none). So the kills are reached by construction, on any machine."""
         nonlocal done_at_last_kill, total
         time.sleep(rng.uniform(1, 2))
         if not fleet.running():
             raise StopWaiting(f"a worker died by itself: {fleet.dead()}")
         done = _succeeded()
-        if done < total and done - done_at_last_kill >= len(chords[0][0]) // 50:
-            fleet.kill(rng)
-            done_at_last_kill = done
-        if done == total and len(fleet.killed) < MIN_KILLS:
+        if len(fleet.killed) < MIN_KILLS and total - done < BIG_CHORD:
             chords.append(enqueue_chord(f"more{len(chords)}", BIG_CHORD))
             total = Job.objects.count()
+        if done < total and done - done_at_last_kill >= BIG_CHORD // 50:
+            fleet.kill(rng)
+            done_at_last_kill = done
         return done == total
 
     wait_until(killing_until_done, what="every workflow job to succeed through the kills",
