@@ -82,8 +82,16 @@ class Fleet:
         worker.concurrency = concurrency
         return worker
 
-    def kill(self, rng):
-        slot = rng.randrange(len(self.workers))
+    def kill(self, rng, *, among=None):
+        """SIGKILL a worker at random (``among``: of those whose pids are in it; None if none
+        is) and start its replacement; returns the victim."""
+        if among is None:
+            slot = rng.randrange(len(self.workers))
+        else:
+            slots = [n for n, worker in enumerate(self.workers) if worker.pid in among]
+            if not slots:
+                return None
+            slot = rng.choice(slots)
         victim = self.workers[slot]
         self.killed[victim.pid] = timezone.now()
         os.killpg(victim.pid, signal.SIGKILL)
