@@ -14,6 +14,18 @@ from django.db import connections, transaction
 from . import ops
 
 
+def write_lock_first(alias: str, model) -> None:
+    """At the start of a transaction that reads before it writes: take the write lock now,
+    where the database would otherwise take it at the first write and refuse to wait for it
+    then (SQLite's deferred transactions; the driver's ``take_write_lock``)."""
+    connection = connections[alias]
+    statement = ops(connection).take_write_lock(model)
+    if statement is not None:
+        text, params = statement
+        with connection.cursor() as cursor:
+            cursor.execute(text, params)
+
+
 @contextlib.contextmanager
 def short_transaction(alias: str, statement_timeout: float | None = None):
     """``transaction.atomic(using=alias)`` with, on PostgreSQL, each statement limited to

@@ -52,6 +52,16 @@ class SQLiteDriver(DatabaseDriver):
         local = "" if settings.USE_TZ else ", 'localtime'"
         return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{local}{shift}) || '999')"
 
+    def take_write_lock(self, model) -> tuple | None:
+        """A write that changes no row: the statement still takes the RESERVED lock, waiting
+        for it as long as the busy timeout allows. A deferred transaction (Django's default,
+        without ``transaction_mode: IMMEDIATE``) that read first and writes second fails at
+        once with "database is locked" when another connection writes meanwhile: SQLite does
+        not wait to upgrade a read lock."""
+        pk = self.connection.ops.quote_name(model._meta.pk.column)
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        return f"UPDATE {table} SET {pk} = {pk} WHERE 0 = 1", []  # noqa: S608 - names only
+
     def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """``UPDATE ... FROM (VALUES ...)``, whose columns are column1, column2..."""
         table = self.connection.ops.quote_name(model._meta.db_table)

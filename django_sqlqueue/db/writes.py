@@ -258,6 +258,13 @@ class WriteStatements:
         agree; None where a transaction reads one snapshot anyway (SQLite)."""
         return None
 
+    def take_write_lock(self, model) -> tuple | None:
+        """(sql, params) that takes the database's write lock for the transaction just begun,
+        where a transaction takes it only at its first write; None where writes lock rows as
+        they go. For a transaction that reads, then writes (a workflow's cancel, retry or
+        expiry reads which jobs are in workflows first)."""
+        return None
+
     # ---- new jobs and the throughput rollup -------------------------------------------------
 
     def insert_jobs(self, model, columns: tuple, *, notify: bool, many: bool) -> str:

@@ -10,7 +10,7 @@ from django.db import connections, transaction
 from .. import signals
 from ..conf import get_settings
 from ..db import ops, returning
-from ..db.batches import short_transaction
+from ..db.batches import short_transaction, write_lock_first
 from ..db.clock import DatabaseNow
 from ..statuses import JobStatus
 from ..workflows.settle import settle
@@ -39,6 +39,7 @@ class JobMaintenance:
             )
         alias = self._write_alias()
         with transaction.atomic(using=alias, savepoint=False):
+            write_lock_first(alias, self.model)  # it reads before it writes
             # A workflow's jobs that expire cancel the jobs waiting for them (settle).
             in_workflows = list(due.filter(workflow_id__isnull=False)
                                 .values_list("pk", flat=True))

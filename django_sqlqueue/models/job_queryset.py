@@ -14,6 +14,7 @@ from ..claim import plain
 from ..claim.plain import CLAIM_ORDER
 from ..conf import get_settings
 from ..db import ops
+from ..db.batches import write_lock_first
 from ..db.clock import DatabaseNow
 from ..db.job_table import SLOT_HELD
 from ..db.postgresql import notify as notify_sql
@@ -246,6 +247,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         alias = self._write_alias()
         ready = Q(status__in=(*READY_STATUSES, JobStatus.WAITING))
         with transaction.atomic(using=alias, savepoint=False):
+            write_lock_first(alias, self.model)  # it reads before it writes
             # A workflow's jobs cancelled now cancel the jobs waiting for them (settle).
             in_workflows = list(self.filter(ready, workflow_id__isnull=False)
                                 .values_list("pk", flat=True))
@@ -317,6 +319,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             .filter(Q(unique_slot__isnull=True) | Q(pk__in=newest_per_slot))
         )
         with transaction.atomic(using=alias, savepoint=False):
+            write_lock_first(alias, self.model)  # it reads before it writes
             # A workflow's job queued again takes back the jobs its end had cancelled (resume).
             in_workflows = list(picked.filter(workflow_id__isnull=False)
                                 .values_list("pk", flat=True))

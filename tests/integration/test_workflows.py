@@ -3,10 +3,12 @@ the real outcome write; their statuses, the results passed, the failure policy, 
 enqueue's transaction."""
 
 import re
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
-from django.db import transaction
+from django.db import connection, connections, transaction
 
 from django_sqlqueue.exceptions import InvalidArguments, InvalidWorkflow
 from django_sqlqueue.execution import run_job
@@ -304,3 +306,34 @@ def test_each_step_is_checked_against_its_function_with_the_parents_results_it_w
         with pytest.raises(InvalidArguments, match="missing a required argument: 'b'"):
             broken.enqueue()
     assert Job.objects.count() == 2  # nothing of the broken chains was enqueued
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_waits_its_turn_behind_another_writer_on_sqlite():
+    # A workflow's cancel reads which jobs are in workflows, then writes. In SQLite's deferred
+    # transactions (Django's default) that upgrade fails at once with "database is locked"
+    # while another connection writes, instead of waiting: the cancel takes the write lock first.
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's locking; runs in the sqlite pass")
+    flow = chain(add.s(1, 2), add.s(3)).enqueue()
+    writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    errors = []
+
+    def cancel():
+        try:
+            Job.objects.filter(workflow_id=flow.id).cancel(by="ops")
+        except Exception as error:  # noqa: BLE001 - the test reports it
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    canceller.join(0.5)  # a cancel that cannot wait has failed by now
+    writer.execute("COMMIT")
+    writer.close()
+    canceller.join(30)
+    assert errors == []
+    assert set(Job.objects.filter(workflow_id=flow.id).values_list("status", flat=True)) == {
+        JobStatus.CANCELLED}
