@@ -323,11 +323,12 @@ def takes_anything(*args, **kwargs):
 
 
 @job(name="tests.progress_burst")
-def progress_burst(reports, min_seconds=0.0, total=None):
-    """Report progress ``reports`` times in a tight loop, and for at least ``min_seconds``
-    (tests/process/test_progress_worker.py): returns how many reports it made, for how long, and
-    how many progress UPDATEs this process ran meanwhile (the final one, written after the
-    function returns, not counted)."""
+def progress_burst(reports, gate=None, total=None):
+    """Report progress at least ``reports`` times in a tight loop, and until the file ``gate``
+    exists (at most two minutes; tests/process/test_progress_worker.py): returns how many
+    reports it made, for how long, and how many progress UPDATEs this process ran meanwhile
+    (the final one, written after the function returns, not counted)."""
+    import os
     import time
 
     from django_sqlqueue.run.progress import board, report_progress
@@ -335,7 +336,8 @@ def progress_burst(reports, min_seconds=0.0, total=None):
     total = total or reports
     statements, started = board.statements, time.monotonic()
     made = 0
-    while made < reports or time.monotonic() - started < min_seconds:
+    while made < reports or (gate and not os.path.exists(gate)
+                             and time.monotonic() - started < 120):
         made += 1
         report_progress(min(made, total), total, f"step {made}")
     return {"reports": made, "seconds": time.monotonic() - started,
