@@ -81,13 +81,10 @@ def progress_bar(progress, now=None):
     (30%)", its message and how long ago it was written; None (the admin's dash) if none."""
     if progress is None:
         return None
-    if progress.total is None:
-        amount = format_html("{} done", f"{progress.done:,}")
-    else:
-        amount = format_html(
-            '<progress class="sq-progress" value="{}" max="{}"></progress> {} of {} ({}%)',
-            progress.done, progress.total or 1, f"{progress.done:,}", f"{progress.total:,}",
-            progress.percent)
+    amount = progress.amount
+    if progress.total is not None:
+        amount = format_html('<progress class="sq-progress" value="{}" max="{}"></progress> {}',
+                             progress.done, progress.total or 1, amount)
     message = format_html(" &middot; {}", progress.message) if progress.message else ""
     return format_html('{}{} <span class="sq-muted">({})</span>', amount, message,
                        relative(progress.at, now))

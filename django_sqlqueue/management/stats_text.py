@@ -102,13 +102,9 @@ def job_line(job, now=None) -> str:
     progress = job.progress
     if progress is None:
         return f"{head}: no progress reported"
-    if progress.total is None:
-        amount = f"{progress.done:,} done"
-    else:
-        amount = f"{progress.done:,} of {progress.total:,} ({progress.percent}%)"
     message = f", {progress.message!r}" if progress.message else ""
     age = ((now or timezone.now()) - progress.at).total_seconds()
-    return f"{head}: {amount}{message}, {seconds_text(max(age, 0))} ago"
+    return f"{head}: {progress.amount}{message}, {seconds_text(max(age, 0))} ago"
 
 
 def job_json(job) -> dict:

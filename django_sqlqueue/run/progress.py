@@ -54,6 +54,13 @@ class Progress:
         fraction = self.fraction
         return None if fraction is None else int(fraction * 100)
 
+    @property
+    def amount(self) -> str:
+        """"3,000 of 4,000 (75%)", or "12 done" without a total: as the admin and stats say it."""
+        if self.total is None:
+            return f"{self.done:,} done"
+        return f"{self.done:,} of {self.total:,} ({self.percent}%)"
+
     def as_dict(self) -> dict:
         """JSON-ready: what ``stats --json`` and the event stream send."""
         return {"done": self.done, "total": self.total, "fraction": self.fraction,
