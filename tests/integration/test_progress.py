@@ -6,10 +6,12 @@ are counted, so nothing here depends on how fast the machine is."""
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_sqlqueue import report_progress
+from django_sqlqueue.conf import get_settings
 from django_sqlqueue.context import _current_job
 from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
@@ -146,3 +148,15 @@ def test_a_claim_does_not_read_the_progress_columns_and_the_job_loads_them_when_
     with CaptureQueriesContext(connection) as read:
         assert job.progress.percent == 50
     assert len(read.captured_queries) == 1
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "PROGRESS_INTERVAL_SECONDS must be positive"),
+    (-1, "PROGRESS_INTERVAL_SECONDS must be positive"),
+    ("0.5", "SQLQUEUE['PROGRESS_INTERVAL_SECONDS'] must be"),
+])
+def test_a_bad_progress_interval_is_refused(settings, value, message):
+    settings.SQLQUEUE = {"PROGRESS_INTERVAL_SECONDS": value}
+    with pytest.raises(ImproperlyConfigured) as raised:
+        get_settings()
+    assert message in str(raised.value)
