@@ -25,6 +25,7 @@ from .display import (
     between,
     breakable,
     pretty_json,
+    progress_bar,
     seconds_text,
     short_type,
     status_badge,
@@ -76,8 +77,8 @@ class JobAdmin(admin.ModelAdmin):
 
     fieldsets = (
         (None, {"fields": (
-            "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
-            "tags_list", "worker_detail", "cancel_detail",
+            "status_badge", "progress_bar", "task_name", "queue", "priority", "unique_key",
+            "unique_slot", "tags_list", "worker_detail", "cancel_detail",
         )}),
         ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
@@ -88,8 +89,8 @@ class JobAdmin(admin.ModelAdmin):
         )}),
     )
     readonly_fields = (
-        "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
-        "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
+        "status_badge", "progress_bar", "task_name", "queue", "priority", "unique_key",
+        "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
         "retry_policy", "errors_list", "payload_json", "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
@@ -143,6 +144,10 @@ class JobAdmin(admin.ModelAdmin):
             return format_html("{} <span class='sq-muted'>cancelling</span>",
                                status_badge(job.status))
         return status_badge(job.status)
+
+    @admin.display(description="progress")
+    def progress_bar(self, job):
+        return progress_bar(job.progress)
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_of_max(self, job):

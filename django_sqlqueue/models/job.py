@@ -7,7 +7,7 @@ from django.db.models.functions import Now
 
 from ..conf import QueueSettings
 from ..db import job_table
-from ..run import outcomes
+from ..run import outcomes, progress
 from ..statuses import FINISHED_STATUSES, JobStatus
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
@@ -97,6 +97,16 @@ class Job(models.Model):
     # a waiting job is queued when that reaches 0 (workflows/settle.py).
     workflow_id = models.UUIDField(null=True, blank=True, editable=False)
     parents_pending = models.PositiveIntegerField(db_default=0, editable=False)
+    # The latest progress the job reported (run/progress.py: written at most every
+    # PROGRESS_INTERVAL_SECONDS, fenced by the claim token); all NULL until it reports. A retry
+    # keeps the last attempt's value until the new attempt reports. Plain BigIntegerFields, not
+    # Positive ones: their CHECK would make PostgreSQL scan the table under its lock when the
+    # column is added; report_progress checks the sign.
+    progress_done = models.BigIntegerField(null=True, blank=True, editable=False)
+    progress_total = models.BigIntegerField(null=True, blank=True, editable=False)
+    progress_message = models.CharField(  # noqa: DJ001 - NULL: never reported
+        max_length=progress.MAX_MESSAGE_CHARS, null=True, blank=True, editable=False)
+    progress_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -185,6 +195,18 @@ class Job(models.Model):
     def children(self):
         """The jobs that wait for this one in a workflow."""
         return Job.objects.using(self._state.db).filter(parent_links__parent=self).order_by("pk")
+
+    @property
+    def progress(self) -> "progress.Progress | None":
+        """The latest progress this job reported (``done``, ``total``, ``fraction``,
+        ``percent``, ``message``, ``at``), as last read from the row; None if it never did."""
+        deferred = self.get_deferred_fields().intersection(progress.COLUMNS)
+        if deferred and self.pk is not None:  # a claimed job: one query for the four
+            self.refresh_from_db(fields=sorted(deferred))
+        if self.progress_at is None or self.progress_done is None:
+            return None
+        return progress.Progress(self.progress_done, self.progress_total,
+                                 self.progress_message or "", self.progress_at)
 
     @property
     def cancel_requested(self) -> bool:

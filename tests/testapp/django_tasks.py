@@ -165,3 +165,13 @@ def on_finished(sender, task_result, **kwargs):
 
 task_started.connect(on_started, dispatch_uid="tests-started")
 task_finished.connect(on_finished, dispatch_uid="tests-finished")
+
+
+@task
+def reports_progress(steps):
+    """Reports its progress as an @job does (tests/tasks_backend/test_backend_progress.py)."""
+    from django_sqlqueue import report_progress
+
+    for done in range(1, steps + 1):
+        report_progress(done, steps, f"step {done}")
+    return steps
