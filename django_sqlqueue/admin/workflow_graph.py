@@ -19,7 +19,7 @@ from ..workflows.settle import CANCELLED_BY_PARENT
 from .display import STATUS_ORDER
 
 #: Jobs drawn in a layer at most; a bigger layer shows its counts by status and these.
-MAX_NODES_PER_LAYER = 50
+MAX_NODES_PER_LAYER = 30
 #: Jobs of a workflow read at most to draw it; a bigger one shows only its counts by status.
 MAX_JOBS = 50_000
 #: Parents named on a node at most ("after #12, #13"); more are counted.

@@ -22,7 +22,13 @@ from django.utils.html import format_html
 
 from ..statuses import UNFINISHED_STATUSES, JobStatus
 from . import actions, workflow_graph
-from .display import BREADCRUMBS_AS_LIST, STATUS_COLOURS, status_badge, status_label
+from .display import (
+    BREADCRUMBS_AS_LIST,
+    STATUS_COLOURS,
+    breakable,
+    status_badge,
+    status_label,
+)
 
 logger = logging.getLogger("django_sqlqueue.admin")
 
@@ -53,7 +59,7 @@ def _node(node, job_url) -> dict:
     if node.cancelled_by_parent is not None:
         reason = format_html('parent <a href="{}">#{}</a> {}', job_url(node.cancelled_by_parent),
                              node.cancelled_by_parent, reason.split(" ", 2)[2])
-    return {"pk": node.pk, "url": job_url(node.pk), "task": node.task_name,
+    return {"pk": node.pk, "url": job_url(node.pk), "task": breakable(node.task_name),
             "badge": status_badge(node.status), "colour": STATUS_COLOURS.get(node.status, "#555"),
             "attempts": f"{node.attempts} of {node.max_attempts}", "after": after,
             "reason": reason, "blocked": node.status in (JobStatus.WAITING, JobStatus.CANCELLED)}
