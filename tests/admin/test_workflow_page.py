@@ -17,6 +17,7 @@ from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
 from django_sqlqueue.workflows import chain, chord
 from tests.admin.demo_data import seed_workflow
+from tests.admin.users import make_staff
 from tests.support.draining import drain
 from tests.testapp.tasks import flow_step
 
@@ -152,6 +153,8 @@ def test_the_actions_need_their_permissions(client, staff_user, operator):
     assert client.post(act_url(flow, "retry"), {"post": "yes"}).status_code == 403
     assert client.post(act_url(flow, "cancel"), {"post": "yes"}).status_code == 403
     assert statuses(flow) == ["exhausted", "cancelled", "cancelled"]
+    client.force_login(make_staff("nobody"))  # staff, without the permission to view jobs
+    assert client.get(page_url(flow)).status_code == 403
     client.force_login(operator)
     assert client.get(act_url(flow, "retry")).status_code == 405  # POST only
     assert client.post(act_url(flow, "other")).status_code == 404
