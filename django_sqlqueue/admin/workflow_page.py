@@ -138,7 +138,7 @@ def act(model_admin, request, workflow_id, name):
         **model_admin.admin_site.each_context(request),
         "title": label, "opts": model_admin.opts, "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
         "workflow_title": f"Workflow {workflow_id}", "page_url": page, "action": name,
-        "label": label,
+        "label": label, "submit": f"Yes, {label.lower()}",
         "question": question.format(n=total, s="" if total == 1 else "s"), "total": total,
         "counts": actions.describe_counts(counts), "running": counts.get(JobStatus.RUNNING, 0),
         "sample": jobs.order_by("pk").only("pk", "task_name", "status")[:10],

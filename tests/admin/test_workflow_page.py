@@ -108,7 +108,9 @@ def test_cancel_workflow_asks_first_then_cancels_every_unfinished_job(client, op
     run_job(done)
     client.force_login(operator)
     assert "Cancel workflow" in text(client.get(page_url(flow)))
-    confirm = text(client.post(act_url(flow, "cancel")))
+    confirm_page = client.post(act_url(flow, "cancel"))
+    assert 'value="Yes, cancel workflow"' in confirm_page.content.decode()
+    confirm = text(confirm_page)
     assert "Cancel the 3 unfinished jobs of this workflow?" in confirm
     assert "1 waiting for its parents, 1 queued, 1 running" in confirm
     assert "1 running job is asked to stop" in confirm
