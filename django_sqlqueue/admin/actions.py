@@ -172,9 +172,14 @@ def delete_selected(modeladmin, request, queryset):
         "total": sum(counts.values()),
         "running": counts.get(JobStatus.RUNNING, 0),
         "sample": queryset.order_by("-pk").only("pk", "task_name", "status", "queue")[:10],
-        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
-        "select_across": request.POST.get("select_across") == "1",
-        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        "submit": f"Yes, delete {plural(sum(counts.values()))}",
+        # The selection again, posted back with the confirmation (includes/confirm_form.html).
+        "hidden": [
+            *((admin.helpers.ACTION_CHECKBOX_NAME, pk)
+              for pk in request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME)),
+            *((("select_across", "1"),) if request.POST.get("select_across") == "1" else ()),
+            ("action", "delete_selected"),
+        ],
     }
     return TemplateResponse(
         request, "admin/django_sqlqueue/job/delete_selected_confirmation.html", context

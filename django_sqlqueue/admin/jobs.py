@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from ..models import Worker
 from ..statuses import JobStatus
-from . import actions, dashboard
+from . import actions, dashboard, workflow_page
 from .changelist import JobChangeList
 from .display import (
     between,
@@ -328,6 +328,10 @@ class JobAdmin(admin.ModelAdmin):
                  name=f"{prefix}_dashboard_data"),
             path("<path:object_id>/act/<str:action>/", wrap(self.job_action_view),
                  name=f"{prefix}_act"),
+            path("workflow/<uuid:workflow_id>/", wrap(self.workflow_view),
+                 name=f"{prefix}_workflow"),
+            path("workflow/<uuid:workflow_id>/<str:action>/", wrap(self.workflow_action_view),
+                 name=f"{prefix}_workflow_act"),
             *super().get_urls(),
         ]
 
@@ -341,6 +345,22 @@ class JobAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return dashboard.data(self, request)
+
+    def workflow_view(self, request, workflow_id):
+        """A workflow's jobs in layers, with its actions (workflow_page.py)."""
+        return workflow_page.render(self, request, workflow_id)
+
+    def workflow_action_view(self, request, workflow_id, action):
+        """Cancel a workflow or retry its failed jobs, once confirmed (workflow_page.py)."""
+        return require_POST(self._workflow_action)(request, workflow_id, action)
+
+    def _workflow_action(self, request, workflow_id, action):
+        return workflow_page.act(self, request, workflow_id, action)
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, with a link to the workflow's page when it is filtered by one."""
+        return super().changelist_view(request, {
+            **(extra_context or {}), "workflow_url": workflow_page.url_of_filter(self, request)})
 
     def job_action_view(self, request, object_id, action):
         """A button on a job's page: the same action as in the list, for this one job."""
