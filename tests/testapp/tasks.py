@@ -320,3 +320,6 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
 def takes_anything(*args, **kwargs):
     """Any arguments: for tests of the payload itself (enqueue binds a call to its function)."""
     return {"args": list(args), "kwargs": kwargs}
+
+
+from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these
