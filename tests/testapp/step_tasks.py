@@ -7,6 +7,7 @@ database, a row in its transaction (how often its effect happened). The tests co
 """
 
 import copy
+import os
 import random
 import threading
 import time
@@ -152,3 +153,26 @@ async def async_steps(marker_dir):
     price = await astep("fetch", fetch)
     total = await astep("save", _write_order, price["price"], marker_dir, 0, atomic=True)
     return [price, total]
+
+
+def _frozen_write(marker_dir):
+    """The first execution waits for the gate before it writes (the test freezes its worker
+    meanwhile); any later one writes at once. Returns the pid of the process that ran it."""
+    from .models import Order
+
+    first = executions(marker_dir, "frozen") == 0
+    mark(marker_dir, "frozen")
+    if first:
+        deadline = time.monotonic() + GATE_SECONDS
+        while not Path(marker_dir, "gate").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    Order.objects.create(total=os.getpid())
+    return os.getpid()
+
+
+@job(name="tests.frozen_step")
+def frozen_step(marker_dir):
+    """One atomic step, then a marker naming the result the step returned in this run."""
+    result = step("order", _frozen_write, marker_dir)
+    mark(marker_dir, f"after-{result}")
+    return [result, os.getpid()]
