@@ -29,6 +29,14 @@ def executions(marker_dir, label) -> int:
     return len(list(Path(marker_dir).glob(f"{label}.*")))
 
 
+def wait_for_gate(marker_dir) -> None:
+    """Wait until the test creates the file ``gate`` in ``marker_dir`` (by construction: the
+    test opens it once it has done what had to happen meanwhile)."""
+    deadline = time.monotonic() + GATE_SECONDS
+    while not Path(marker_dir, "gate").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _part(n, marker_dir, gate):
     """Step ``n`` of ``five_steps``: marks its execution, writes an Execution row (tag
     ``step{n}``) in the step's transaction, waits for the gate at step four, returns ``10 * n``."""
@@ -39,9 +47,7 @@ def _part(n, marker_dir, gate):
     Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker=this.claimed_by or "",
                              tag=f"step{n}")
     if n == 4 and gate:
-        deadline = time.monotonic() + GATE_SECONDS
-        while not Path(marker_dir, "gate").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_gate(marker_dir)
     return 10 * n
 
 
@@ -163,9 +169,7 @@ def _frozen_write(marker_dir):
     first = executions(marker_dir, "frozen") == 0
     mark(marker_dir, "frozen")
     if first:
-        deadline = time.monotonic() + GATE_SECONDS
-        while not Path(marker_dir, "gate").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_gate(marker_dir)
     Order.objects.create(total=os.getpid())
     return os.getpid()
 
