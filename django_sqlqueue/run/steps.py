@@ -16,6 +16,7 @@ takes no step makes no query. The rows are reached through the job (``Job.record
 ``record_step``), so this duty never imports the models.
 """
 
+import contextlib
 import inspect
 import time
 
@@ -51,7 +52,8 @@ class _RecordedMeanwhile(Exception):  # noqa: N818 - control flow inside this mo
 def step(name: str, function, /, *args, atomic: bool = True, **kwargs):
     """Run ``function(*args, **kwargs)`` as the current job's step ``name`` and return its
     result, or, if this job completed that step in an earlier run, return the recorded result
-    without calling it.
+    without calling it. A name is taken once per run, but for a step that raised (not recorded:
+    the job may try it again).
 
     ``atomic=True`` (the default): the function runs in ``transaction.atomic`` on the jobs'
     database, and the step is recorded in that transaction: its writes there happen exactly
@@ -64,20 +66,21 @@ def step(name: str, function, /, *args, atomic: bool = True, **kwargs):
         steps = _load(job, name, job.recorded_steps())
     if name in steps.recorded:
         return steps.recorded[name]
-    started_at, started = timezone.now(), time.monotonic()
-    if not atomic:
-        return _record(job, name, function(*args, **kwargs), started_at, started)
-    try:
-        with transaction.atomic(using=job._state.db):
-            value = function(*args, **kwargs)
-            _check(name, value)
-            try:
-                job.record_step(name, value, **_times(started_at, started))
-            except IntegrityError as error:
-                raise _RecordedMeanwhile from error
-    except _RecordedMeanwhile:
-        return job.recorded_step(name)
-    return value
+    with _released_if_raises(steps, name):
+        started_at, started = timezone.now(), time.monotonic()
+        if not atomic:
+            return _record(job, name, function(*args, **kwargs), started_at, started)
+        try:
+            with transaction.atomic(using=job._state.db):
+                value = function(*args, **kwargs)
+                _check(name, value)
+                try:
+                    job.record_step(name, value, **_times(started_at, started))
+                except IntegrityError as error:
+                    raise _RecordedMeanwhile from error
+        except _RecordedMeanwhile:
+            return job.recorded_step(name)
+        return value
 
 
 async def astep(name: str, function, /, *args, atomic: bool = False, **kwargs):
@@ -96,13 +99,13 @@ async def astep(name: str, function, /, *args, atomic: bool = False, **kwargs):
         steps = _load(job, name, await sync_to_async(job.recorded_steps)())
     if name in steps.recorded:
         return steps.recorded[name]
-    if atomic:
-        # The names are taken already: the sync step only reads what this run recorded.
-        return await sync_to_async(_atomic_off_loop)(job, name, function, args, kwargs)
-    started_at, started = timezone.now(), time.monotonic()
-    value = await function(*args, **kwargs) if is_async else (
-        await sync_to_async(function)(*args, **kwargs))
-    return await sync_to_async(_record)(job, name, value, started_at, started)
+    with _released_if_raises(steps, name):
+        if atomic:
+            return await sync_to_async(_atomic_off_loop)(job, name, function, args, kwargs)
+        started_at, started = timezone.now(), time.monotonic()
+        value = await function(*args, **kwargs) if is_async else (
+            await sync_to_async(function)(*args, **kwargs))
+        return await sync_to_async(_record)(job, name, value, started_at, started)
 
 
 def step_key(name: str) -> str:
@@ -116,10 +119,20 @@ def step_key(name: str) -> str:
 
 
 def _atomic_off_loop(job, name, function, args, kwargs):
-    """An atomic step of an async job, on the ORM thread: as ``step`` with its name taken."""
-    steps = _current_steps.get()
-    steps.taken.discard(name)
+    """An atomic step of an async job, on the ORM thread: ``step``, its name taken already by
+    ``astep`` (the run's steps are the same object on this thread: the context is copied)."""
+    _current_steps.get().taken.discard(name)
     return step(name, function, *args, atomic=True, **kwargs)
+
+
+@contextlib.contextmanager
+def _released_if_raises(steps, name):
+    """A step that raised was not recorded: the run may take its name again (a loop of tries)."""
+    try:
+        yield
+    except BaseException:
+        steps.taken.discard(name)
+        raise
 
 
 def _steps(name, api):

@@ -117,6 +117,14 @@ def test_a_result_that_is_not_json_fails_the_step_naming_it():
     assert not JobStep.objects.exists()
 
 
+def test_a_step_that_raised_can_be_tried_again_in_the_same_run(tmp_path):
+    job = claimed_job("tests.step_tried_again", (str(tmp_path),))
+    assert run_job(job).outcome == "succeeded"
+    job.refresh_from_db()
+    assert job.result == "second try" and executions(tmp_path, "flaky") == 2
+    assert list(Order.objects.values_list("total", flat=True)) == [1]  # the first rolled back
+
+
 def test_a_step_outside_a_job_is_an_error_that_says_so():
     with pytest.raises(StepError, match="called outside a job"):
         step("alone", int)

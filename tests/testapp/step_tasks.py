@@ -142,6 +142,27 @@ def step_misuse(kind):
         step("bad", object)
 
 
+@job(name="tests.step_tried_again")
+def step_tried_again(marker_dir):
+    """A step that fails once is tried again under its name in the same run."""
+    for _ in range(2):
+        try:
+            return step("flaky", _fails_first, marker_dir)
+        except ConnectionError:
+            continue
+    return None
+
+
+def _fails_first(marker_dir):
+    from .models import Order
+
+    Order.objects.create(total=executions(marker_dir, "flaky"))
+    mark(marker_dir, "flaky")
+    if executions(marker_dir, "flaky") == 1:
+        raise ConnectionError("the first try fails")
+    return "second try"
+
+
 @job(name="tests.step_outside_atomic")
 def step_outside_atomic(marker_dir):
     """A step that is not atomic, and its idempotency key."""
