@@ -152,9 +152,10 @@ def delete_selected(modeladmin, request, queryset):
             if not batch:
                 break
             modeladmin.log_deletions(request, batch)
+            # The jobs, not their steps, which the delete cascades to and counts as well.
             deleted += queryset.model._default_manager.filter(
                 pk__in=[job.pk for job in batch]
-            ).delete()[0]
+            ).delete()[1].get(queryset.model._meta.label, 0)
         logger.info("admin action=delete user=%s deleted=%s", request.user.get_username(),
                     deleted)
         modeladmin.message_user(request, f"{plural(deleted)} deleted.", messages.SUCCESS)

@@ -42,6 +42,7 @@ from .filters import (
     WorkflowFilter,
 )
 from .paginator import EstimatedCountPaginator
+from .step_detail import steps_detail
 from .workflow_detail import workflow_detail
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
@@ -82,6 +83,7 @@ class JobAdmin(admin.ModelAdmin):
         )}),
         ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
+        ("Steps", {"fields": ("steps_list",)}),
         ("Payload and result", {"fields": ("payload_json", "metadata_json", "result_json")}),
         ("Timings", {"fields": (
             "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
@@ -91,7 +93,7 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = (
         "status_badge", "progress_bar", "task_name", "queue", "priority", "unique_key",
         "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
-        "retry_policy", "errors_list", "payload_json", "metadata_json", "result_json",
+        "retry_policy", "errors_list", "steps_list", "payload_json", "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -254,6 +256,10 @@ class JobAdmin(admin.ModelAdmin):
                 for entry in reversed(job.errors or []) if isinstance(entry, dict)
             ]},
         )
+
+    @admin.display(description="steps")
+    def steps_list(self, job):
+        return steps_detail(job)
 
     @admin.display(description="worker")
     def worker_detail(self, job):

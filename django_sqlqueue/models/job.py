@@ -11,6 +11,7 @@ from ..run import outcomes, progress
 from ..statuses import FINISHED_STATUSES, JobStatus
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
+from .step import record_step, recorded_step, recorded_steps
 
 #: The built-in settings: the database defaults of the columns (not the project's SQLQUEUE).
 _defaults = QueueSettings()
@@ -195,6 +196,19 @@ class Job(models.Model):
     def children(self):
         """The jobs that wait for this one in a workflow."""
         return Job.objects.using(self._state.db).filter(parent_links__parent=self).order_by("pk")
+
+    # ---- durable steps (docs/steps.md): what run/steps.py reads and writes --------------
+    def recorded_steps(self) -> dict:
+        """The results of this job's recorded steps by name (one query)."""
+        return recorded_steps(self)
+
+    def recorded_step(self, name: str):
+        """The recorded result of this job's step ``name``."""
+        return recorded_step(self, name)
+
+    def record_step(self, name: str, result, **times) -> None:
+        """Record a completed step (IntegrityError: another run recorded it first)."""
+        record_step(self, name, result, **times)
 
     @property
     def progress(self) -> "progress.Progress | None":

@@ -15,6 +15,7 @@ from ..db.clock import DatabaseNow
 from ..statuses import JobStatus
 from ..workflows.settle import settle
 from .dependency import JobDependency
+from .step import JobStep
 
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
@@ -139,7 +140,8 @@ class JobMaintenance:
 
     def delete_batch(self, limit, *, after=None) -> list:
         """Delete up to ``limit`` of this queryset's jobs, lowest ids first and only ids above
-        ``after`` if given, in one statement; returns the deleted ids.
+        ``after`` if given, in one statement (and their steps in another); returns the deleted
+        ids. Call it inside a transaction (``short_transaction``), as the cleaner does.
 
         Walking the ids (``after`` = the highest id deleted so far) keeps each batch's cost flat:
         the rows deleted by earlier batches are behind the walk, not scanned again.
@@ -155,4 +157,8 @@ class JobMaintenance:
             self.model, picked_sql=picked_sql, picked_params=picked_params)
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
-            return [row[0] for row in cursor.fetchall()]
+            ids = [row[0] for row in cursor.fetchall()]
+        if ids:  # their durable steps, in the caller's transaction: one DELETE by the steps'
+            # unique index, which the job leads
+            JobStep.objects.using(alias).filter(job_id__in=ids).delete()
+        return ids

@@ -24,7 +24,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from .. import signals
-from ..context import _current_job
+from ..context import _current_job, _current_steps
 from ..db import outages
 from ..enqueue import validation
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
@@ -221,7 +221,7 @@ def _run(job) -> Outcome:
         return _over(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
         _tell(attempt.started, attempt.job, "started")
-    token = _current_job.set(job)
+    token, steps = _current_job.set(job), _current_steps.set(None)  # steps: read at the first
     try:
         value = attempt.call()
     # Whatever the job raised is its own failure, BaseExceptions included: sys.exit(),
@@ -231,6 +231,7 @@ def _run(job) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - see above
         return _over(attempt, _raised(attempt, exc))  # in the except block: signals see it
     finally:
+        _current_steps.reset(steps)
         _current_job.reset(token)
         write_final_progress(job)
     return _over(attempt, _returned(attempt, value))
@@ -261,12 +262,14 @@ async def _arun(job) -> Outcome:
         return await _off_loop(_over)(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
         await _off_loop(_tell)(attempt.started, attempt.job, "started")
-    token = _current_job.set(job)  # this task's own context: each job sees its own
+    # This task's own context: each job sees its own job and steps.
+    token, steps = _current_job.set(job), _current_steps.set(None)
     try:
         value = await cancellable(job, attempt.function)(*attempt.args, **attempt.kwargs)
     except BaseException as exc:  # noqa: BLE001 - as in _run
         return await _off_loop(_raised_and_over)(attempt, exc)
     finally:
+        _current_steps.reset(steps)
         _current_job.reset(token)
         if progress_board.has_pending(job):  # no thread hop for a job that never reported
             await _off_loop(write_final_progress)(job)

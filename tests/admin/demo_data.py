@@ -7,7 +7,7 @@ import random
 
 from django.utils import timezone
 
-from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.models import Job, JobStep, Worker
 
 TASKS = {
     "emails": ["shop.tasks.send_receipt", "shop.tasks.send_newsletter"],
@@ -154,6 +154,15 @@ def _recent(now, web1, web2) -> dict:
         errors=[_error(1, now - dt.timedelta(minutes=11), "smtplib.SMTPServerDisconnected",
                        "Connection unexpectedly closed", SMTP_TRACEBACK, web2.name)],
     )
+    # Its durable steps (docs/steps.md): two completed before the SMTP server hung up.
+    rendered = now - dt.timedelta(minutes=11, seconds=2)
+    for name, result, took in (
+            ("render", {"subject": "Your receipt for order 10460", "bytes": 18_422}, 0.21),
+            ("attach_invoice", "invoices/2026/10460.pdf", 1.34)):
+        JobStep.objects.create(job=notable["failed"], name=name, result=result, attempt=1,
+                               started_at=rendered, duration_seconds=took,
+                               finished_at=rendered + dt.timedelta(seconds=took))
+        rendered += dt.timedelta(seconds=took)
     job(9, task_name="shop.tasks.charge_card", queue="billing", status="failed", attempts=2,
         claimed_by=web1.name, run_at=now + dt.timedelta(seconds=50),
         claimed_at=now - dt.timedelta(minutes=1), errors=charge_errors[:2])

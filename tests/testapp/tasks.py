@@ -351,3 +351,4 @@ async def async_progress(reports):
     for done in range(1, reports + 1):
         report_progress(done, reports, "async")
     return reports
+from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these
