@@ -29,7 +29,7 @@ VARIANTS = {
     "celery_prefork": "celery",
     "celery_gevent": "celery",
 }
-SETTINGS = "benchmarks.async_settings"
+SETTINGS = "benchmarks.sleep_settings"
 
 
 def _env(system: str, dsn: str) -> dict:

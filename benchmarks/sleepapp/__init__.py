@@ -1,2 +1,2 @@
-"""The jobs of the async-sleep benchmark (``benchmarks/async_sleep.py``): each job waits 100 ms,
-written in each system's own way. Installed by ``benchmarks/async_settings.py`` only."""
+"""The jobs of the benchmarks whose jobs wait 100 ms (``async_sleep.py``, ``autoscale_bursty.py``),
+written in each system's own way. Installed by ``benchmarks/sleep_settings.py`` only."""

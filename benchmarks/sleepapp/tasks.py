@@ -40,6 +40,8 @@ if SYSTEM == "sqlqueue":
     from django_sqlqueue import job
 
     sleep_job = job(asleep)
+    # autoscale_bursty.py's job: a thread held for 100 ms (a slow query, a blocking call).
+    blocking_sleep_job = job(sleep)
 
 elif SYSTEM == "procrastinate":
     from procrastinate.contrib.django import app
