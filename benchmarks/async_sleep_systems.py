@@ -155,10 +155,8 @@ def main(argv) -> int:
     if argv[0] == "--pgqueuer-worker":
         import pgqueuer
 
-        global CONCURRENCY
-        CONCURRENCY = int(argv[1])
         asyncio.run(pgqueuer.run(f"{__name__}:create_pgqueuer",
-                                 max_concurrent_tasks=CONCURRENCY))
+                                 max_concurrent_tasks=int(argv[1])))
         return 0
     name, config = argv[0], json.loads(argv[1])
     logdir = Path(config["logdir"])
@@ -170,9 +168,6 @@ def main(argv) -> int:
     variant.system.close()
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
-
-
-CONCURRENCY = 100
 
 
 @contextlib.asynccontextmanager
