@@ -10,8 +10,8 @@ script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
 retried shows as "failed, will retry" in the counts instead.
 
-Under the tiles, each ``runworker --autoscale`` supervisor's last changes (models.ScaleEvent): when,
-from how many processes to how many, and why.
+Under the queues table, each ``runworker --autoscale`` supervisor's last changes
+(models.ScaleEvent): when, from how many processes to how many, and why.
 
 The per-queue table's columns are ``QUEUE_COLUMNS``: one ``Column`` each, so a new one (paused
 queues, limits) is one line there.
