@@ -138,7 +138,8 @@ class JobMaintenance:
     def delete_batch(self, limit, *, after=None) -> list:
         """Delete up to ``limit`` of this queryset's jobs, lowest ids first and only ids above
         ``after`` if given, in one statement (and their steps and workflow edges in two more);
-        returns the deleted ids. Call it inside a transaction (``short_transaction``), as the cleaner does.
+        returns the deleted ids. Call it inside a transaction (``short_transaction``), as the
+        cleaner does.
 
         Walking the ids (``after`` = the highest id deleted so far) keeps each batch's cost flat:
         the rows deleted by earlier batches are behind the walk, not scanned again.
