@@ -1,12 +1,13 @@
 """The workflow scenarios (issue 26): a fan-out + fan-in and a long chain, for the systems that
 have workflows (django-sqlqueue's chord and chain, Celery's); the others are n/a.
 
-- ``fanin``: a group of ``fanin_jobs`` no-op jobs with a callback that runs once all of them
-  succeeded and gets their results (a chord), enqueued in one call while W workers wait. The
-  callback records the moment it starts; the time to the callback runs from the enqueue's
-  return (django-sqlqueue: its commit; Celery: every message sent) to that moment. Also
-  reported: the enqueue's own time, the time from the enqueue's start, and the group's rate
-  (jobs over the time to the callback).
+- ``fanin``: a group of ``fanin_jobs`` no-op jobs (job ``i`` returns ``i + 1``) with a callback
+  that runs once all of them succeeded and gets their results (a chord; it records how many
+  results it got that are not None, which proves every job succeeded before it), enqueued in
+  one call while W workers wait. The callback records the moment it starts; the time to the
+  callback runs from the enqueue's return (django-sqlqueue: its commit; Celery: every message
+  sent) to that moment. Also reported: the enqueue's own time, the time from the enqueue's
+  start, and the group's rate (jobs over the time to the callback).
 - ``chain``: a chain of ``chain_steps`` no-op steps, each given the result of the one before
   (step ``k`` returns ``k``; the last step records its start and the value it got, which proves
   the results were passed). Total time from the enqueue's return to the last step's start, and
@@ -35,8 +36,12 @@ class WorkflowSystem:
 
     has_workflows = True
 
+    #: A line under the workflow table: how the system's workflows are set up.
+    workflow_note = ""
+
     def enqueue_fanin(self, n: int, tag: str) -> None:
-        """A group of ``n`` no-op jobs and a callback given their ``n`` results."""
+        """A group of ``n`` no-op jobs (job ``i`` returns ``i + 1``) and a callback given their
+        ``n`` results."""
         raise NotImplementedError
 
     def enqueue_chain(self, n: int, tag: str) -> None:
@@ -71,12 +76,14 @@ def _wait_for(path: str, key: str, workers, cap: float, what: str) -> float:
         time.sleep(0.05)
 
 
-def _timed(runner, scenario: str, enqueue, size: int, expected) -> dict | None:
+def _timed(runner, scenario: str, size: int, expected) -> dict | None:
     """Start W workers, warm them up with a run of 2, then time one run of ``size``:
-    {"enqueue_s", "to_last_s" (from the enqueue's return), "from_start_s"}."""
+    {"enqueue_s", "to_last_s" (from the enqueue's return), "from_start_s"}; None for a system
+    without workflows."""
     system = runner.system
     if not getattr(system, "has_workflows", False):
         return None
+    enqueue = getattr(system, f"enqueue_{scenario}")
     sizes = runner.sizes
     cap = sizes["workflow_cap_s"]
     system.reset()
@@ -99,12 +106,13 @@ def _timed(runner, scenario: str, enqueue, size: int, expected) -> dict | None:
         os.unlink(path)
     system.reset()
     return {"enqueue_s": sent - started, "to_last_s": last - sent,
-            "from_start_s": last - started, "processes": sizes["processes"]}
+            "from_start_s": last - started, "processes": sizes["processes"],
+            "note": system.workflow_note}
 
 
 def fanin(runner) -> dict | None:
     n = runner.sizes["fanin_jobs"]
-    result = _timed(runner, "fanin", runner.system.enqueue_fanin, n, lambda size: size)
+    result = _timed(runner, "fanin", n, lambda size: size)
     if result is None:
         return None
     return {"jobs": n, **result, "time_to_callback_s": result["to_last_s"],
@@ -113,7 +121,7 @@ def fanin(runner) -> dict | None:
 
 def chain(runner) -> dict | None:
     n = runner.sizes["chain_steps"]
-    result = _timed(runner, "chain", runner.system.enqueue_chain, n, lambda size: size - 1)
+    result = _timed(runner, "chain", n, lambda size: size - 1)
     if result is None:
         return None
     return {"steps": n, **result, "total_s": result["to_last_s"],
@@ -153,9 +161,9 @@ def report_lines(results: list, labels: dict, sizes: dict) -> list:
     """The workflow table of one phase (PostgreSQL's or MariaDB's), with django-sqlqueue's
     ratio against each peer (above 1.00x: django-sqlqueue is better); [] if neither scenario
     ran."""
-    ran = [r for r in results if any(isinstance(r.get(s), dict) for s in SCENARIOS)]
-    if not ran:
+    if not any(isinstance(r.get(s), dict) for r in results for s in SCENARIOS):
         return []
+    ran = list(results)  # a system without workflows: n/a
     names = [r["system"] for r in ran]
     lines = [f"Workflows (W={sizes.get('processes')} worker processes; a group of "
              f"{sizes.get('fanin_jobs', 0):,} no-op jobs with a callback, a chain of "
@@ -184,6 +192,10 @@ def report_lines(results: list, labels: dict, sizes: dict) -> list:
                 cells.append(f"{ratio:.2f}x")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+    for note in dict.fromkeys(r.get(s, {}).get("note") for r in ran for s in SCENARIOS
+                              if isinstance(r.get(s), dict)):
+        if note:
+            lines.append(f"- {note}")
     for result in ran:
         for scenario in SCENARIOS:
             error = (result.get(scenario) or {}).get("error")

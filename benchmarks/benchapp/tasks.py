@@ -44,7 +44,7 @@ if SYSTEM == "sqlqueue":
 
     @job
     def fanin_done(results, tag=""):
-        record_pickup(f"{tag}:{len(results)}")
+        record_pickup(f"{tag}:{sum(result is not None for result in results)}")
 
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task

@@ -80,7 +80,7 @@ class System(_redis.RedisSystemMixin, WorkflowSystem, harness.System):
 
         from benchmarks import celery_workflows as flows
 
-        chord(group(flows.noop.s(i) for i in range(n)), flows.fanin_done.s(tag=tag)).apply_async()
+        chord(group(flows.step.s(i) for i in range(n)), flows.fanin_done.s(tag=tag)).apply_async()
 
     def enqueue_chain(self, n, tag):
         from celery import chain
@@ -89,6 +89,10 @@ class System(_redis.RedisSystemMixin, WorkflowSystem, harness.System):
 
         chain(flows.step.s(0), *(flows.step.s() for _ in range(n - 2)),
               flows.chain_done.s(tag=tag)).apply_async()
+
+    workflow_note = ("Celery's workflows run on the app of benchmarks/celery_workflows.py: the "
+                     "same broker and worker command, and a Redis result backend (on the same "
+                     "Redis), which chords need; its callback is released by a counter there.")
 
     def workflow_worker_specs(self, processes):
         # The same workers (pool, concurrency), started on the workflows' app.

@@ -116,8 +116,8 @@ class System(WorkflowSystem, harness.System):
     def enqueue_fanin(self, n, tag):
         from django_sqlqueue.workflows import chord, group
 
-        noop, done = self.tasks.noop, self.tasks.fanin_done
-        chord(group(noop.s(i) for i in range(n)), done.s(tag=tag)).enqueue()
+        step, done = self.tasks.step, self.tasks.fanin_done
+        chord(group(step.s(i) for i in range(n)), done.s(tag=tag)).enqueue()
 
     def enqueue_chain(self, n, tag):
         from django_sqlqueue.workflows import chain
