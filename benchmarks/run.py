@@ -765,7 +765,8 @@ def main():
     parser.add_argument("--scenarios", help="comma-separated scenarios to run instead of each "
                         "system's own list; a name given twice runs twice (a, a#2, ...)")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
-    parser.add_argument("--system-timeout", type=float, default=480)
+    # 600 s: the workflow scenarios (fanin, chain) add about a minute to django-sqlqueue and Celery.
+    parser.add_argument("--system-timeout", type=float, default=600)
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="print the table of an earlier run again (and redraw its chart)")
     args = parser.parse_args()
