@@ -185,7 +185,7 @@ def report_lines(results: list, labels: dict, sizes: dict) -> list:
             cells = []
             for peer in peers:
                 mine, theirs = (r.get(scenario) for r in (ours, peer))
-                if not all(isinstance(v, dict) and key in v for v in (mine, theirs)):
+                if not all(isinstance(v, dict) and v.get(key) for v in (mine, theirs)):
                     cells.append("n/a")
                     continue
                 ratio = (mine[key] / theirs[key] if higher else theirs[key] / mine[key])
