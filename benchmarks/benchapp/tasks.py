@@ -33,6 +33,19 @@ if SYSTEM == "sqlqueue":
     def write(i=0):
         _write(i)
 
+    # The workflow scenarios (benchmarks/workflows.py).
+    @job
+    def step(previous):
+        return previous + 1
+
+    @job
+    def chain_done(previous, tag=""):
+        record_pickup(f"{tag}:{previous}")
+
+    @job
+    def fanin_done(results, tag=""):
+        record_pickup(f"{tag}:{sum(result is not None for result in results)}")
+
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task
 
