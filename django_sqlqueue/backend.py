@@ -77,6 +77,8 @@ class SQLQueueTask(Task):
     max_interruptions: int | None = None
     backoff: Any = None  # callable(exception, task_result) -> seconds | None
     timeout: float | None = None  # seconds; a job over it fails with JobTimeout
+    # Runs inside the transaction that writes its outcome (docs/transactional-jobs.md).
+    transactional: bool = False
 
 
 class SQLQueueBackend(BaseTaskBackend):
@@ -129,6 +131,7 @@ class SQLQueueBackend(BaseTaskBackend):
             queue=task.queue_name, priority=task.priority, run_at=task.run_after,
             max_attempts=self.max_attempts(task), max_interruptions=self.max_interruptions(task),
             timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         if task.run_after is not None:  # so that result.task is the task as enqueued
@@ -148,6 +151,7 @@ class SQLQueueBackend(BaseTaskBackend):
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, max_attempts=self.max_attempts(task),
             max_interruptions=self.max_interruptions(task), timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         return fields

@@ -57,6 +57,9 @@ class QueueSettings:
     LEASE_SECONDS: float = 30.0
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
+    # The time limit of a transactional job (docs/transactional-jobs.md) when it names none, and
+    # the longest it may name: its row stays locked while it runs, so the limit bounds the lock.
+    TRANSACTIONAL_TIMEOUT_SECONDS: float = 30.0
     # A running job asked to cancel that has not stopped this long after its worker learned of
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
@@ -145,6 +148,7 @@ _TYPES = {
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
+    "TRANSACTIONAL_TIMEOUT_SECONDS": (int, float),
     "CANCEL_GRACE_SECONDS": (int, float),
     "ASYNC_CONCURRENCY": (int,),
     "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
@@ -255,7 +259,8 @@ def _check_ranges(conf: QueueSettings) -> None:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
-                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS"):
+                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
+                "TRANSACTIONAL_TIMEOUT_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

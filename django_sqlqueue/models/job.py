@@ -97,6 +97,9 @@ class Job(models.Model):
     # a waiting job is queued when that reaches 0 (workflows/settle.py).
     workflow_id = models.UUIDField(null=True, blank=True, editable=False)
     parents_pending = models.PositiveIntegerField(db_default=0, editable=False)
+    # A transactional job (docs/transactional-jobs.md) runs inside the transaction that writes
+    # its outcome: its own writes and its completion commit together, or neither does.
+    transactional = models.BooleanField(db_default=False)
 
     objects = JobQuerySet.as_manager()
 

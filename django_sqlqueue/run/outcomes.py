@@ -154,11 +154,11 @@ def write(changes: list, alias: str) -> set:
             if change.interrupted:
                 job.interruptions += 1
     applied = set(written)
-    _send_retried(changes, applied, model)
+    send_retried(changes, applied, model)
     return applied
 
 
-def _send_retried(changes, applied, model) -> None:
+def send_retried(changes, applied, model) -> None:
     """``job_retried`` for each written failure that runs again (an attempt given back by a
     reschedule or a release is not a retry)."""
     if not signals.has_receivers(signals.job_retried, model):

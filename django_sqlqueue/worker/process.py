@@ -32,10 +32,13 @@ from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .reporting import OutcomeTally, WorkerReporting, resident_memory_mb
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection, run_every
 from .scheduler import Scheduler, SchedulerConfig
+from .transactional_lane import TransactionalLane
 from .wakeup import Wakeup
 
 logger = logging.getLogger(__name__)
 RECYCLE_EXIT_CODE = 75  # EX_TEMPFAIL: "restart me" to the supervisor
+#: The longest the transactional lane waits after a step that found less than a batch.
+LANE_POLL_SECONDS = 0.05
 
 
 class WorkerProcess(WorkerReporting):
@@ -92,6 +95,11 @@ class WorkerProcess(WorkerReporting):
         self.scheduler = (Scheduler(SchedulerConfig(holder=self.worker_id), alias=self.alias)
                           if config.scheduler else None)
         self.schedules_synced = None  # scheduling.SyncResult of the sync at start
+        # Transactional jobs, with --transactional-batch: run by the lane, not claimed here.
+        self.lane = (TransactionalLane(alias=self.alias, worker_id=self.worker_id,
+                                       batch=config.transactional_batch, queues=config.queues,
+                                       on_result=self._finished)
+                     if config.transactional_batch else None)
         # The paused and limited queues (queue_limits.py), read again once per poll interval:
         # that is how soon every worker follows a pause, a resume or a new limit.
         self.controls = QueueControls(read_at=-float("inf"))
@@ -129,9 +137,19 @@ class WorkerProcess(WorkerReporting):
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
                         until=self.stopping, keep_connection=True)
+        lane = None
+        if self.lane is not None:
+            lane = threading.Thread(target=self.lane.run, name="sqlqueue-lane", daemon=True,
+                                    kwargs={"until": self.stopping,
+                                            "poll_interval": min(self.config.poll_interval,
+                                                                 LANE_POLL_SECONDS)})
+            lane.start()
         try:
             self._fetch_loop()
         finally:
+            self.stopping.set()
+            if lane is not None:  # its batch commits (bounded by its jobs' time limits)
+                lane.join(self.config.shutdown_timeout)
             self._shut_down()
         return self.exit_code()
 
@@ -214,7 +232,10 @@ class WorkerProcess(WorkerReporting):
         started = time.monotonic()
         # Paused or limited queues are claimed their own way (queue_limits.py), always in full.
         after = self.claim_bound.bound(started) if controls.unused else None
-        jobs = Job.objects.using(self.alias).claim(
+        claimable = Job.objects.using(self.alias)
+        if self.lane is not None:
+            claimable = claimable.filter(transactional=False)  # the lane's
+        jobs = claimable.claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
             controls=controls, after=after,
         )
