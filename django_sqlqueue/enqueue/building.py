@@ -106,7 +106,7 @@ def prepare_job(model, task, args, kwargs, options=None):
     """An unsaved, complete ``model`` (Job) of ``task``, a registered Task; ``options`` are the
     enqueue options of this call (names already checked), over the task's own."""
     merged = {**task.options, **options} if options else task.options
-    if options and "transactional" in options:
+    if task.is_async:
         validation.not_async_transactional(task.name, task.is_async, merged)
     if not options or CHEAP_OPTIONS.issuperset(options):
         defaults = task.job_defaults()  # checked once per task
