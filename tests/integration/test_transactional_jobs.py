@@ -15,8 +15,8 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.run import transactional
 from django_sqlqueue.run.runner import OutcomeKind
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.workflows import chain
 from django_sqlqueue.worker.transactional_lane import TransactionalLane
+from django_sqlqueue.workflows import chain
 from tests.testapp.jobs import insert_and_sleep, insert_once, work
 from tests.testapp.models import Execution
 from tests.testapp.tasks import async_add
