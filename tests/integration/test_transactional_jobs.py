@@ -14,6 +14,8 @@ from django_sqlqueue.exceptions import InvalidTransactional
 from django_sqlqueue.models import Job
 from django_sqlqueue.run import transactional
 from django_sqlqueue.run.runner import OutcomeKind
+from django_sqlqueue.schedules.operations import run_now
+from django_sqlqueue.schedules.runtime import add_schedule
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.transactional_lane import TransactionalLane
 from django_sqlqueue.workflows import chain
@@ -175,3 +177,14 @@ def test_a_failure_on_the_ordinary_path_is_left_to_the_outcome_writer_without_it
     outcome, written = transactional.run_claimed(claimed, "default")
     assert (outcome.kind, written) == (OutcomeKind.FAILED, None)
     assert rows() == 0
+
+
+# ---- schedules ------------------------------------------------------------------------------
+def test_a_schedule_of_a_transactional_task_enqueues_transactional_jobs():
+    row = add_schedule("points", insert_once, every=60, kwargs={"key": "tick"})
+    assert row.job_options["transactional"] is True
+    plain = add_schedule("plain", work, every=60)
+    assert "transactional" not in plain.job_options  # rows of other schedules unchanged
+    run_now(row, by="test")
+    ticked = Job.objects.get(task_name="chaos.insert_once")
+    assert (ticked.transactional, ticked.timeout_seconds) == (True, 30.0)
