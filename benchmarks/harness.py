@@ -614,20 +614,22 @@ def _run_one(runner, system, scenario, sizes, config):
 def _drain_transactional(runner, system, sizes, processes, cap) -> dict:
     """drain_write's jobs made transactional (each row committed with its job's completion), run
     by the workers' transactional lane, ``transactional_batch`` jobs per transaction; then,
-    smaller, the same drain at each batch size of ``transactional_batches`` (its rate once
-    started, or overall)."""
-    batch = sizes.get("transactional_batch", 100)
+    with a quarter as many jobs, each ``[batch, lanes per process]`` of
+    ``transactional_sweep`` (its rate once started, or overall)."""
+    batch = sizes.get("transactional_batch", 64)
     n = runner._size("drain_write")
     system.transactional = True
     try:
         result = runner.drain(n, processes, cap, label="drain_transactional", write=True,
                               transactional_batch=batch)
-        by_batch = {}
-        for size in sizes.get("transactional_batches", []):
+        sweep = {}
+        for size, lanes in sizes.get("transactional_sweep", []):
             swept = runner.drain(max(n // 4, 100), processes, cap, write=True,
-                                 label=f"drain_transactional_{size}", transactional_batch=size)
-            by_batch[size] = round(swept.get("steady_jobs_per_s") or swept["jobs_per_s"] or 0)
-        return {**result, "by_batch": by_batch}
+                                 label=f"drain_transactional_{size}x{lanes}",
+                                 transactional_batch=size, transactional_lanes=lanes)
+            sweep[f"batch {size}, {lanes} lane(s)"] = round(
+                swept.get("steady_jobs_per_s") or swept["jobs_per_s"] or 0)
+        return {**result, "sweep": sweep}
     finally:
         system.transactional = False
 

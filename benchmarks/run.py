@@ -72,9 +72,9 @@ SIZES = {
     # Jobs that each insert one row.
     "drain_write": {"default": 10_000, "sqlqueue": 20_000, "rq": 3_000},
     # drain_transactional (django-sqlqueue): drain_write's jobs, transactional, run by the lane
-    # this many per transaction; then a quarter as many at each of these batch sizes.
-    "transactional_batch": 100,
-    "transactional_batches": [1, 10, 50],
+    # this many per transaction; then a quarter as many at each [batch, lanes per process].
+    "transactional_batch": 64,
+    "transactional_sweep": [[1, 1], [10, 1], [64, 1], [64, 4]],
 }
 QUICK_SIZES = {
     **SIZES, "single_enqueue": 50, "bulk_enqueue": {"default": 2_000, "raquel": 200},

@@ -121,12 +121,15 @@ class System(harness.System):
         with transaction.atomic():
             self.tasks.pickup.enqueue(key)
 
-    def worker_specs(self, processes, queue=None, transactional_batch=None):
+    def worker_specs(self, processes, queue=None, transactional_batch=None,
+                     transactional_lanes=None):
         argv = _django.manage_argv("runworker", "--verbosity", "0")
         if queue:
             argv += ["--queue", queue]
         if transactional_batch:
             argv += ["--transactional-batch", str(transactional_batch)]
+        if transactional_lanes:
+            argv += ["--transactional-lanes", str(transactional_lanes)]
         if processes > 1:
             argv += ["--processes", str(processes)]
         return [(argv, _django.env(NAME, self.dsn))]

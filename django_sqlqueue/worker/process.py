@@ -96,10 +96,11 @@ class WorkerProcess(WorkerReporting):
                           if config.scheduler else None)
         self.schedules_synced = None  # scheduling.SyncResult of the sync at start
         # Transactional jobs, with --transactional-batch: run by the lane, not claimed here.
-        self.lane = (TransactionalLane(alias=self.alias, worker_id=self.worker_id,
-                                       batch=config.transactional_batch, queues=config.queues,
-                                       on_result=self._finished)
-                     if config.transactional_batch else None)
+        self.lanes = [TransactionalLane(alias=self.alias, worker_id=self.worker_id,
+                                        batch=config.transactional_batch, queues=config.queues,
+                                        on_result=self._finished)
+                      for _ in range(config.transactional_lanes if config.transactional_batch
+                                     else 0)]
         # The paused and limited queues (queue_limits.py), read again once per poll interval:
         # that is how soon every worker follows a pause, a resume or a new limit.
         self.controls = QueueControls(read_at=-float("inf"))
@@ -137,19 +138,20 @@ class WorkerProcess(WorkerReporting):
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
                         until=self.stopping, keep_connection=True)
-        lane = None
-        if self.lane is not None:
-            lane = threading.Thread(target=self.lane.run, name="sqlqueue-lane", daemon=True,
-                                    kwargs={"until": self.stopping,
-                                            "poll_interval": min(self.config.poll_interval,
-                                                                 LANE_POLL_SECONDS)})
+        lanes = [threading.Thread(target=lane.run, name=f"sqlqueue-lane-{n}", daemon=True,
+                                  kwargs={"until": self.stopping,
+                                          "poll_interval": min(self.config.poll_interval,
+                                                               LANE_POLL_SECONDS)})
+                 for n, lane in enumerate(self.lanes)]
+        for lane in lanes:
             lane.start()
         try:
             self._fetch_loop()
         finally:
             self.stopping.set()
-            if lane is not None:  # its batch commits (bounded by its jobs' time limits)
-                lane.join(self.config.shutdown_timeout)
+            deadline = time.monotonic() + self.config.shutdown_timeout
+            for lane in lanes:  # each one's batch commits (bounded by its jobs' time limits)
+                lane.join(max(0.0, deadline - time.monotonic()))
             self._shut_down()
         return self.exit_code()
 
@@ -233,7 +235,7 @@ class WorkerProcess(WorkerReporting):
         # Paused or limited queues are claimed their own way (queue_limits.py), always in full.
         after = self.claim_bound.bound(started) if controls.unused else None
         claimable = Job.objects.using(self.alias)
-        if self.lane is not None:
+        if self.lanes:
             claimable = claimable.filter(transactional=False)  # the lane's
         jobs = claimable.claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,

@@ -44,10 +44,11 @@ def test_a_burst_worker_runs_each_transactional_job_once(start_worker, args):
     assert "burst: nothing left to do" in worker.output
 
 
-def test_two_lanes_racing_over_one_queue_take_each_job_once(start_worker):
+def test_lanes_of_two_workers_racing_over_one_queue_take_each_job_once(start_worker):
     jobs, flaky, plain = _enqueue(300)
-    workers = [start_worker("--burst", "-c", "2", "--transactional-batch", "5", settings=FAST)
-               for _ in range(2)]
+    workers = [start_worker("--burst", "-c", "2", "--transactional-batch", "5",
+                            "--transactional-lanes", str(lanes), settings=FAST)
+               for lanes in (3, 1)]
     for worker in workers:
         assert worker.wait(timeout=240) == 0, worker.output
     _assert_each_row_once(jobs, flaky, plain)
