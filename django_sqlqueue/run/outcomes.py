@@ -139,23 +139,28 @@ def write(changes: list, alias: str) -> set:
         written = dict(returning.fetch(connection, statement, params))  # id -> status written
     for job, change in changes:
         if job.pk in written:
-            job.status = written[job.pk]
-            job.result = change.result
-            job.lease_expires_at = None
-            job.finished_at = change.finished_at
+            apply(job, change, written[job.pk])
             if job.status == JobStatus.CANCELLED and job.finished_at is None:
                 job.finished_at = timezone.now()  # the database's time differs a little
-            if change.errors is not None:
-                job.errors = change.errors
-            if change.run_at is not None:
-                job.run_at = change.run_at
-            if change.give_back:
-                job.max_attempts += 1
-            if change.interrupted:
-                job.interruptions += 1
     applied = set(written)
     send_retried(changes, applied, model)
     return applied
+
+
+def apply(job, change: Transition, status) -> None:
+    """``change``, written with ``status``, onto ``job`` in memory, as the row now has it."""
+    job.status = status
+    job.result = change.result
+    job.lease_expires_at = None
+    job.finished_at = change.finished_at
+    if change.errors is not None:
+        job.errors = change.errors
+    if change.run_at is not None:
+        job.run_at = change.run_at
+    if change.give_back:
+        job.max_attempts += 1
+    if change.interrupted:
+        job.interruptions += 1
 
 
 def send_retried(changes, applied, model) -> None:

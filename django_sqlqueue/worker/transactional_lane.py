@@ -178,7 +178,8 @@ class TransactionalLane:
                 job.status, job.finished_at = JobStatus.SUCCEEDED.value, now
         changed = []
         for job, outcome in others:
-            self._apply(job, outcomes.transition(job, outcome, now=now, result_checked=True))
+            change = outcomes.transition(job, outcome, now=now, result_checked=True)
+            outcomes.apply(job, change, change.status.value)
             changed.append(job)
         if changed:
             manager.bulk_update(changed, _WRITTEN)
@@ -187,22 +188,6 @@ class TransactionalLane:
         if in_workflows:  # children released in this same transaction (workflows/settle.py)
             settle(self.model, self.alias, in_workflows)
         return written
-
-    @staticmethod
-    def _apply(job, change) -> None:
-        """A transition onto the job in memory, as ``outcomes.write`` applies it to a row."""
-        job.status = change.status.value
-        job.result = change.result
-        job.finished_at = change.finished_at
-        job.lease_expires_at = None
-        if change.errors is not None:
-            job.errors = change.errors
-        if change.run_at is not None:
-            job.run_at = change.run_at
-        if change.give_back:
-            job.max_attempts += 1
-        if change.interrupted:
-            job.interruptions += 1
 
     def _told(self, done, written, result) -> None:
         """After the commit: each job's ``job finished`` line, ``job_retried``, ``on_result``."""
@@ -233,7 +218,8 @@ class TransactionalLane:
                     return
                 row.attempts += 1
                 row.claimed_by = self.worker_id
-                self._apply(row, outcomes.interruption(row, why))
+                change = outcomes.interruption(row, why)
+                outcomes.apply(row, change, change.status.value)
                 # An interruption uses no attempt: the lane never wrote this one, so neither
                 # attempts nor max_attempts change.
                 row.save(update_fields=["status", "errors", "run_at", "finished_at",
