@@ -327,12 +327,11 @@ class Pool:
             return
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
         metrics.job_started(job)
-        written = None
         try:
             if job.transactional:  # its success is written with its effects (run/transactional)
                 outcome, written = transactional.run_claimed(job, self.alias)
             else:
-                outcome = runner.run(job)
+                outcome, written = runner.run(job), None
         finally:
             metrics.job_ran(job)
         self.finish(entry, outcome, written=written)
@@ -383,10 +382,15 @@ class Pool:
                 self.on_slot_free()
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
-        if written is not None:
-            self.outcome_written(job, outcome, written)
-        else:
+        if written is None:
             self.writer.submit(job, outcome)  # held (and its lease renewed) until written
+        else:
+            self.outcome_written(job, outcome, written)
+
+    def count_attempt(self) -> None:
+        """An attempt run outside the pool (a transactional lane's), counted with its own."""
+        with self._lock:
+            self.jobs_done += 1
 
     def forget(self, job) -> None:
         """Drop a held job whose thread or task failed around it (the lease brings it back)."""

@@ -98,7 +98,7 @@ class WorkerProcess(WorkerReporting):
         # Transactional jobs, with --transactional-batch: run by the lane, not claimed here.
         self.lanes = [TransactionalLane(alias=self.alias, worker_id=self.worker_id,
                                         batch=config.transactional_batch, queues=config.queues,
-                                        on_result=self._finished)
+                                        on_result=self._lane_finished)
                       for _ in range(config.transactional_lanes if config.transactional_batch
                                      else 0)]
         # The paused and limited queues (queue_limits.py), read again once per poll interval:
@@ -288,6 +288,12 @@ class WorkerProcess(WorkerReporting):
         """Each attempt whose outcome was written (or lost), as execution.RunResult."""
         self.outcomes.add(result)
         metrics.job_finished(result.job, result.outcome, result.duration_seconds)
+
+    def _lane_finished(self, result) -> None:
+        """A transactional lane's attempt, committed: counted as the pool's are (heartbeats
+        report them to the autoscaler), then as any outcome."""
+        self.pool.count_attempt()
+        self._finished(result)
 
     def _maintain(self):
         metrics.jobs_rescued(self.maintenance.run_once().rescued)
