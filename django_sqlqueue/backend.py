@@ -32,6 +32,8 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import backend_checks
+from .conf import get_settings
+from .enqueue import validation
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
 from .run.runner import (
@@ -110,6 +112,15 @@ class SQLQueueBackend(BaseTaskBackend):
         timeout = getattr(task, "timeout", None)
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
+        transactional = getattr(task, "transactional", False)
+        if transactional is not False:
+            try:
+                validation.transactional_timeout(transactional, timeout, get_settings())
+                validation.not_async_transactional(
+                    task.module_path, iscoroutinefunction(task.func),
+                    {"transactional": transactional})
+            except InvalidJob as exc:
+                raise InvalidTask(str(exc)) from None
 
     def enqueue(self, task, args, kwargs):
         from .models import Job
