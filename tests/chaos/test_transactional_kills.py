@@ -40,9 +40,19 @@ def _succeeded():
     return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
 
 
-def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(start_worker,
-                                                                          database_server):
+def _runs(path) -> list:
+    """(pid, job id) of every run so far, committed or rolled back."""
+    if not path.exists():
+        return []
+    return [tuple(map(int, line.split())) for line in path.read_text().splitlines()
+            if line.count(" ") == 1]
+
+
+def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
+        start_worker, database_server, tmp_path, monkeypatch):
     rng = random.Random(run_seed := seed())
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv("SQLQUEUE_TEST_RUNS_FILE", str(runs))  # the workers inherit it
     Job.objects.bulk_enqueue(insert_once.prepare(str(n)) for n in range(JOBS))
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS,
@@ -54,7 +64,9 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(start_w
     for n in range(KILLS):
         fleet.wait_until(lambda t=(n + 1) * step: _succeeded() >= t, timeout=600,
                          interval=0.05, what=f"progress before kill {n + 1}")
-        fleet.kill(rng)
+        # A worker that has run jobs: its lane is busy, so the kill lands in a transaction.
+        victim = fleet.kill(rng, among={pid for pid, _ in _runs(runs)})
+        assert victim is not None, "no worker has run a job yet"
         if n == KILLS // 2 - 1:
             database_server.restart(mode="fast")
             connections.close_all()
@@ -67,6 +79,9 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(start_w
     codes = fleet.stop()
 
     assert Execution.objects.count() == JOBS, f"seed {run_seed}"
+    ran = _runs(runs)
+    # Runs rolled back with their batch: the kills and the restart cut transactions short.
+    assert len(ran) > JOBS, "no run was rolled back: the chaos cut no transaction short"
     twice = (Execution.objects.values("job_id").annotate(n=Count("pk")).filter(n__gt=1)
              .values_list("job_id", flat=True)[:10])
     assert not list(twice), f"jobs whose row was written twice: {list(twice)} (seed {run_seed})"
@@ -74,5 +89,5 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(start_w
         Job.objects.values_list("pk", flat=True))
     assert not Job.objects.exclude(status=JobStatus.SUCCEEDED).exists()
     assert codes == [0] * len(codes), fleet.output()[-5000:]
-    print(f"transactional chaos: {JOBS} jobs, {len(fleet.killed)} kills, 1 restart, "
-          f"{seconds:.1f} s, seed {run_seed}")
+    print(f"transactional chaos: {JOBS} jobs, {len(ran)} runs ({len(ran) - JOBS} rolled back), "
+          f"{len(fleet.killed)} kills, 1 restart, {seconds:.1f} s, seed {run_seed}")

@@ -69,6 +69,10 @@ def insert_once(key="", fail_first=0):
     this = current_job()
     Execution.objects.create(job_id=this.pk, attempt=this.attempts,
                              worker=this.claimed_by or "", tag=str(key))
+    runs = os.environ.get("SQLQUEUE_TEST_RUNS_FILE")
+    if runs:  # outside the transaction: every run, rolled back or not (tests/chaos)
+        with open(runs, "a") as file:
+            file.write(f"{os.getpid()} {this.pk}\n")
     if this.attempts <= fail_first:
         raise RuntimeError(f"planned failure of attempt {this.attempts}")
     return None
