@@ -92,6 +92,12 @@ class TransactionalLane:
                                delay)
                 until.wait(delay)
                 continue
+            except Exception:  # a bug, or a receiver's: the step was rolled back; go on
+                logger.exception("transactional lane: a step failed; its transaction was "
+                                 "rolled back")
+                connections[self.alias].close()
+                until.wait(backoff.next_delay())
+                continue
             if found < self.batch:
                 until.wait(poll_interval)
         connections[self.alias].close()
