@@ -32,7 +32,7 @@ from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .reporting import OutcomeTally, WorkerReporting, resident_memory_mb
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection, run_every
 from .scheduler import Scheduler, SchedulerConfig
-from .transactional_lane import TransactionalLane
+from .transactional_lane import TransactionalLane, left_to_the_claim
 from .wakeup import Wakeup
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ class WorkerProcess(WorkerReporting):
         after = self.claim_bound.bound(started) if controls.unused else None
         claimable = Job.objects.using(self.alias)
         if self.lanes:
-            claimable = claimable.filter(transactional=False)  # the lane's
+            claimable = left_to_the_claim(claimable, controls)
         jobs = claimable.claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
             controls=controls, after=after,

@@ -49,6 +49,16 @@ _WRITTEN = ("status", "result", "errors", "run_at", "finished_at", "attempts", "
             "interruptions", "claimed_at", "claimed_by", "lease_expires_at")
 
 
+def left_to_the_claim(jobs, controls):
+    """``jobs`` (a queryset) as the ordinary claim of a worker with lanes takes them: without the
+    transactional jobs, the lanes', while no queue is paused or limited (``controls``, as the
+    worker last read them). While one is, unfiltered: a filtered claim leaves held back queues
+    alone (``claim/limited.py``), and only the ordinary claim enforces their limits; it may then
+    take transactional jobs of other queues too, which it runs exactly once as well
+    (``run/transactional.run_claimed``)."""
+    return jobs.filter(transactional=False) if controls.unused else jobs
+
+
 @dataclass
 class LaneResult:
     """What one step did."""

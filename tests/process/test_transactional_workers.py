@@ -7,6 +7,7 @@ import pytest
 from django.db.models import Count
 
 from django_sqlqueue.models import Job
+from django_sqlqueue.queues.control import set_limits
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.jobs import insert_once, work
 from tests.testapp.models import Execution, Run
@@ -52,3 +53,18 @@ def test_lanes_of_two_workers_racing_over_one_queue_take_each_job_once(start_wor
     for worker in workers:
         assert worker.wait(timeout=240) == 0, worker.output
     _assert_each_row_once(jobs, flaky, plain)
+
+
+def test_a_limited_queues_transactional_jobs_are_left_to_the_claim_that_enforces_the_limit(
+        start_worker):
+    set_limits("limited", concurrency_limit=2)
+    jobs = [insert_once.using(queue="limited").enqueue(str(n)) for n in range(10)]
+    plain = work.using(queue="limited").enqueue("plain")  # and a normal job there runs too
+    worker = start_worker("--burst", "-c", "3", "--transactional-batch", "5", settings=FAST)
+    assert worker.wait(timeout=120) == 0, worker.output
+    assert not Job.objects.exclude(status=JobStatus.SUCCEEDED).exists()
+    by_job = dict(Execution.objects.values_list("job_id").annotate(n=Count("pk")))
+    assert by_job == {job.pk: 1 for job in jobs}
+    # Claimed as any job, under the queue's limit: each has a claim token (the lane writes none).
+    assert not Job.objects.filter(claim_token__isnull=True).exists()
+    assert Run.objects.filter(job_id=plain.pk).count() == 1
