@@ -603,6 +603,10 @@ def _run_one(runner, system, scenario, sizes, config):
             return runner.pickup({"BENCH_SYNCHRONOUS_COMMIT": "off"}, scenario)
         if scenario == "claim":
             return runner.claim_time()
+        from . import workflows  # fanin, chain (issue 26)
+
+        if scenario in workflows.SCENARIOS:
+            return workflows.SCENARIOS[scenario](runner)
     except Exception as exc:  # reported, not fatal: the other scenarios still run
         import traceback
 

@@ -180,6 +180,21 @@ class SQLQueueBackend(BaseTaskBackend):
                 or self.options.get("MAX_INTERRUPTIONS"))
 
     def get_result(self, result_id):
+        job = self._job(result_id)
+        try:
+            task = load_task(job)
+        except (UnknownTask, InvalidJob) as exc:
+            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+        return self.task_result(job, task)
+
+    def get_progress(self, result_id):
+        """The latest progress the task reported with ``report_progress`` (a ``Progress``:
+        ``done``, ``total``, ``fraction``, ``percent``, ``message``, ``at``), or None if it has
+        not; Django's ``TaskResult`` has no field for it. Raises ``TaskResultDoesNotExist`` as
+        ``get_result`` does."""
+        return self._job(result_id).progress
+
+    def _job(self, result_id):
         backend_checks.require_app(self)
         from .models import Job
 
@@ -194,11 +209,7 @@ class SQLQueueBackend(BaseTaskBackend):
         )
         if job is None or (job.payload or {}).get("backend", self.alias) != self.alias:
             raise TaskResultDoesNotExist(result_id)
-        try:
-            task = load_task(job)
-        except (UnknownTask, InvalidJob) as exc:
-            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
-        return self.task_result(job, task)
+        return job
 
     def task_result(self, job, task) -> TaskResult:
         """The TaskResult view of a Job row."""

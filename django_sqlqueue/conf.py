@@ -55,6 +55,9 @@ class QueueSettings:
     # leases of running jobs every LEASE_SECONDS / 3, so a killed worker's jobs run again about
     # one lease after the kill. Shorter: faster recovery, more heartbeat writes.
     LEASE_SECONDS: float = 30.0
+    # How often a worker writes the progress its jobs report (report_progress): at most one
+    # UPDATE per interval for all its jobs whose value changed, whatever their rate of reports.
+    PROGRESS_INTERVAL_SECONDS: float = 0.5
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
     # The time limit of a transactional job (docs/transactional-jobs.md) when it names none, and
@@ -147,6 +150,7 @@ _TYPES = {
     "MAX_RETRY_DELAY_SECONDS": (int, float),
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
+    "PROGRESS_INTERVAL_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
     "TRANSACTIONAL_TIMEOUT_SECONDS": (int, float),
     "CANCEL_GRACE_SECONDS": (int, float),
@@ -260,7 +264,7 @@ def _check_ranges(conf: QueueSettings) -> None:
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
                 "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
-                "TRANSACTIONAL_TIMEOUT_SECONDS"):
+                "PROGRESS_INTERVAL_SECONDS", "TRANSACTIONAL_TIMEOUT_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

@@ -118,3 +118,8 @@ class InvalidQueueLimit(SQLQueueError, ValueError):
 class InvalidWorkflow(InvalidJob):
     """A workflow (chain, group, chord, Workflow) is empty, names a step of another workflow,
     or gives a job an option a workflow's job cannot have (a unique key)."""
+
+
+class StepError(SQLQueueError, RuntimeError):
+    """A durable step (``step``, ``astep``) was called where it cannot be recorded: outside a
+    job, with a name already taken in this run, or with a name that is empty or too long."""

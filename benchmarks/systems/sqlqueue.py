@@ -3,6 +3,7 @@
 from django.db import connection, transaction
 
 from .. import dialects, harness
+from ..workflows import WorkflowSystem
 from . import _django
 
 NAME = "sqlqueue"
@@ -17,7 +18,7 @@ FROM generate_series(1, %s)
 """  # noqa: S608 - constant names only
 
 
-class System(harness.System):
+class System(WorkflowSystem, harness.System):
     name = NAME
     label = "django-sqlqueue"
     notes = []
@@ -56,7 +57,8 @@ class System(harness.System):
 
     def reset(self):
         with connection.cursor() as cursor:
-            for table in (TABLE, "benchapp_order"):  # MariaDB truncates one table at a time
+            # MariaDB truncates one table at a time.
+            for table in (TABLE, "django_sqlqueue_jobdependency", "benchapp_order"):
                 cursor.execute(f"TRUNCATE {table}")
 
     def unfinished_sql(self):
@@ -120,6 +122,20 @@ class System(harness.System):
     def enqueue_pickup(self, key):
         with transaction.atomic():
             self.tasks.pickup.enqueue(key)
+
+    # workflows (benchmarks/workflows.py): one enqueue(), one transaction -----------------
+    def enqueue_fanin(self, n, tag):
+        from django_sqlqueue.workflows import chord, group
+
+        step, done = self.tasks.step, self.tasks.fanin_done
+        chord(group(step.s(i) for i in range(n)), done.s(tag=tag)).enqueue()
+
+    def enqueue_chain(self, n, tag):
+        from django_sqlqueue.workflows import chain
+
+        step = self.tasks.step
+        chain(step.s(0), *(step.s() for _ in range(n - 2)),
+              self.tasks.chain_done.s(tag=tag)).enqueue()
 
     def worker_specs(self, processes, queue=None, transactional_batch=None,
                      transactional_lanes=None):

@@ -369,6 +369,9 @@ class Pool:
             elif not entry.timed_out:
                 entry.awaits_writer = True
                 self._unwritten += 1
+            # No other job is running or waiting to start: no outcome will come to share this
+            # one's write within the writer's interval.
+            alone = len(self._held) == self._unwritten
         if entry.timed_out:
             # The heartbeat failed this attempt; this late outcome is dropped (fenced anyway).
             logger.warning(
@@ -382,8 +385,8 @@ class Pool:
                 self.on_slot_free()
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
-        if written is None:
-            self.writer.submit(job, outcome)  # held (and its lease renewed) until written
+        if written is None:  # held (and its lease renewed) until written
+            self.writer.submit(job, outcome, at_once=alone)
         else:
             self.outcome_written(job, outcome, written)
 

@@ -22,6 +22,7 @@ from ..db import outages
 from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..observability import metrics
+from ..run import progress
 from . import identity, shutdown
 from .cancels import CancelWatcher
 from .config import WorkerConfig
@@ -130,6 +131,10 @@ class WorkerProcess(WorkerReporting):
         # job's three).
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished, max_delay=self.config.heartbeat_interval / 2)
+        # The progress jobs report (run/progress.py): one write per interval for all of them,
+        # and no query at all while none reports.
+        self._every(get_settings().PROGRESS_INTERVAL_SECONDS, progress.board.flush, "progress",
+                    until=self.finished, keep_connection=True)
         threading.Thread(target=self.cancels.watch, name="sqlqueue-cancels", daemon=True,
                          kwargs={"until": self.finished, "due": self.cancels_due,
                                  "interval": self.config.heartbeat_interval}).start()

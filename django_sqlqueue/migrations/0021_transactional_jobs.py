@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('django_sqlqueue', '0017_workflows'),
+        ('django_sqlqueue', '0020_scale_events'),
     ]
 
     operations = [
