@@ -72,6 +72,10 @@ SIZES = {
     "drain_long_cap_s": 90,
     # Jobs that each insert one row.
     "drain_write": {"default": 10_000, "sqlqueue": 20_000, "rq": 3_000},
+    # drain_transactional (django-sqlqueue): drain_write's jobs, transactional, run by the lane
+    # this many per transaction; then a quarter as many at each [batch, lanes per process].
+    "transactional_batch": 64,
+    "transactional_sweep": [[1, 1], [10, 1], [64, 1], [64, 4]],
     # Workflows (issue 26, benchmarks/workflows.py): a group of this many jobs with a callback,
     # a chain of this many steps; each stops with an error past the cap.
     "fanin_jobs": 10_000, "chain_steps": 1_000, "workflow_cap_s": 240,
@@ -95,8 +99,8 @@ SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # processes (django-sqlqueue also with NOTIFY off), the long drain, and jobs that write a row.
 EXTRA = {
     "sqlqueue": ["drain_queue", "memory", "enqueue_autocommit", "enqueue16",
-                 "enqueue16_nonotify", "drain_long", "drain_write", "enqueue_nosync",
-                 "pickup_nosync"],
+                 "enqueue16_nonotify", "drain_long", "drain_write", "drain_transactional",
+                 "enqueue_nosync", "pickup_nosync"],
     "pgqueuer": ["enqueue_autocommit", "enqueue16", "drain_long"],
     "procrastinate": ["enqueue_autocommit", "enqueue16", "drain_write"],
     "chancy": ["enqueue_autocommit", "enqueue16"],
@@ -351,6 +355,8 @@ METRICS = [
     ("Drain start-up share (long drain, else the drain): jobs, share", None, "startup", None),
     ("Drain of jobs writing 1 row, W=2, once started (jobs/s)",
      ("drain_write", "steady_jobs_per_s"), "{:,.0f}", True),
+    ("Drain of the same jobs, transactional (the lane), W=2, once started (jobs/s)",
+     ("drain_transactional", "steady_jobs_per_s"), "{:,.0f}", True),
     ("Enqueue, autocommit (jobs/s)", ("enqueue_autocommit", "jobs_per_s"), "{:,.0f}", True),
     ("Enqueue from 16 processes, 1 job/transaction (jobs/s)", ("enqueue16", "jobs_per_s"),
      "{:,.0f}", True),
@@ -696,7 +702,8 @@ def render(report) -> str:
         notes += result.get("notes", [])
         for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "drain_queue", "memory",
                          "enqueue_autocommit", "enqueue16", "enqueue16_nonotify", "drain_long",
-                         "drain_write", "enqueue_nosync", "pickup_nosync"):
+                         "drain_write", "drain_transactional", "enqueue_nosync",
+                         "pickup_nosync"):
             error = _get(result, scenario, "error")
             if error:
                 notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")

@@ -32,6 +32,8 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import backend_checks
+from .conf import get_settings
+from .enqueue import validation
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
 from .run.runner import (
@@ -77,6 +79,8 @@ class SQLQueueTask(Task):
     max_interruptions: int | None = None
     backoff: Any = None  # callable(exception, task_result) -> seconds | None
     timeout: float | None = None  # seconds; a job over it fails with JobTimeout
+    # Runs inside the transaction that writes its outcome (docs/transactional-jobs.md).
+    transactional: bool = False
 
 
 class SQLQueueBackend(BaseTaskBackend):
@@ -108,6 +112,15 @@ class SQLQueueBackend(BaseTaskBackend):
         timeout = getattr(task, "timeout", None)
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
+        transactional = getattr(task, "transactional", False)
+        if transactional is not False:
+            try:
+                validation.transactional_timeout(transactional, timeout, get_settings())
+                validation.not_async_transactional(
+                    task.module_path, iscoroutinefunction(task.func),
+                    {"transactional": transactional})
+            except InvalidJob as exc:
+                raise InvalidTask(str(exc)) from None
 
     def enqueue(self, task, args, kwargs):
         from .models import Job
@@ -129,6 +142,7 @@ class SQLQueueBackend(BaseTaskBackend):
             queue=task.queue_name, priority=task.priority, run_at=task.run_after,
             max_attempts=self.max_attempts(task), max_interruptions=self.max_interruptions(task),
             timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         if task.run_after is not None:  # so that result.task is the task as enqueued
@@ -148,6 +162,7 @@ class SQLQueueBackend(BaseTaskBackend):
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, max_attempts=self.max_attempts(task),
             max_interruptions=self.max_interruptions(task), timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         return fields

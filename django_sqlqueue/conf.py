@@ -60,6 +60,9 @@ class QueueSettings:
     PROGRESS_INTERVAL_SECONDS: float = 0.5
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
+    # The time limit of a transactional job (docs/transactional-jobs.md) when it names none, and
+    # the longest it may name: its row stays locked while it runs, so the limit bounds the lock.
+    TRANSACTIONAL_TIMEOUT_SECONDS: float = 30.0
     # A running job asked to cancel that has not stopped this long after its worker learned of
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
@@ -149,6 +152,7 @@ _TYPES = {
     "LEASE_SECONDS": (int, float),
     "PROGRESS_INTERVAL_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
+    "TRANSACTIONAL_TIMEOUT_SECONDS": (int, float),
     "CANCEL_GRACE_SECONDS": (int, float),
     "ASYNC_CONCURRENCY": (int,),
     "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
@@ -260,7 +264,7 @@ def _check_ranges(conf: QueueSettings) -> None:
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
                 "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
-                "PROGRESS_INTERVAL_SECONDS"):
+                "PROGRESS_INTERVAL_SECONDS", "TRANSACTIONAL_TIMEOUT_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

@@ -44,6 +44,11 @@ class InvalidRetryPolicy(InvalidJob):
     """max_attempts or a retry delay is out of range."""
 
 
+class InvalidTransactional(InvalidJob):
+    """``transactional`` is not a bool, or a transactional job's time limit is none or longer
+    than ``SQLQUEUE["TRANSACTIONAL_TIMEOUT_SECONDS"]``."""
+
+
 class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters, or its
     ``unique_states`` or ``unique_period`` is not valid."""

@@ -33,6 +33,11 @@ if SYSTEM == "sqlqueue":
     def write(i=0):
         _write(i)
 
+    @job(transactional=True)
+    def write_transactional(i=0):
+        """write, its row committed with its completion (the drain_transactional scenario)."""
+        _write(i)
+
     # The workflow scenarios (benchmarks/workflows.py).
     @job
     def step(previous):

@@ -35,6 +35,7 @@ class System(WorkflowSystem, harness.System):
 
         self.tasks, self.Order, self.Job = tasks, Order, Job
         self.keys = None  # drain_keyed: jobs spread over this many concurrency keys
+        self.transactional = False  # drain_transactional: the write jobs are transactional
 
     def limit_keys(self, keys, key_limit):
         """The drain_keyed scenario: the next prefill spreads the jobs over ``keys`` concurrency
@@ -75,7 +76,10 @@ class System(WorkflowSystem, harness.System):
         self.tasks.noop.enqueue(i)  # Django's autocommit: the INSERT commits on its own
 
     def prefill_write(self, n):
-        self.prefill(n, task="benchmarks.benchapp.tasks.write")
+        if self.transactional:
+            self.prefill(n, task="benchmarks.benchapp.tasks.write_transactional")
+        else:
+            self.prefill(n, task="benchmarks.benchapp.tasks.write")
 
     def baseline_one(self, i):
         with transaction.atomic():
@@ -102,6 +106,13 @@ class System(WorkflowSystem, harness.System):
                     [self.keys],
                 )
                 return
+            if self.transactional:  # as @job(transactional=True) makes them: the default limit
+                cursor.execute(
+                    f"INSERT INTO {TABLE} (task_name, payload, transactional, "  # noqa: S608
+                    f"timeout_seconds) SELECT %s, {payload}, TRUE, 30 FROM {numbers}",
+                    [task],
+                )
+                return
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
                 f"SELECT %s, {payload} FROM {numbers}",
@@ -126,10 +137,15 @@ class System(WorkflowSystem, harness.System):
         chain(step.s(0), *(step.s() for _ in range(n - 2)),
               self.tasks.chain_done.s(tag=tag)).enqueue()
 
-    def worker_specs(self, processes, queue=None):
+    def worker_specs(self, processes, queue=None, transactional_batch=None,
+                     transactional_lanes=None):
         argv = _django.manage_argv("runworker", "--verbosity", "0")
         if queue:
             argv += ["--queue", queue]
+        if transactional_batch:
+            argv += ["--transactional-batch", str(transactional_batch)]
+        if transactional_lanes:
+            argv += ["--transactional-lanes", str(transactional_lanes)]
         if processes > 1:
             argv += ["--processes", str(processes)]
         return [(argv, _django.env(NAME, self.dsn))]

@@ -78,8 +78,8 @@ class JobAdmin(admin.ModelAdmin):
 
     fieldsets = (
         (None, {"fields": (
-            "status_badge", "progress_bar", "task_name", "queue", "priority", "unique_key",
-            "unique_slot", "tags_list", "worker_detail", "cancel_detail",
+            "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
+            "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail",
         )}),
         ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
@@ -91,9 +91,10 @@ class JobAdmin(admin.ModelAdmin):
         )}),
     )
     readonly_fields = (
-        "status_badge", "progress_bar", "task_name", "queue", "priority", "unique_key",
-        "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
-        "retry_policy", "errors_list", "steps_list", "payload_json", "metadata_json", "result_json",
+        "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
+        "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow",
+        "attempts_of_max", "retry_policy", "errors_list", "steps_list", "payload_json",
+        "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )

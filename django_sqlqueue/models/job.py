@@ -108,6 +108,9 @@ class Job(models.Model):
     progress_message = models.CharField(  # noqa: DJ001 - NULL: never reported
         max_length=progress.MAX_MESSAGE_CHARS, null=True, blank=True, editable=False)
     progress_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A transactional job (docs/transactional-jobs.md) runs inside the transaction that writes
+    # its outcome: its own writes and its completion commit together, or neither does.
+    transactional = models.BooleanField(db_default=False)
 
     objects = JobQuerySet.as_manager()
 
