@@ -32,7 +32,7 @@ def values():
         "unique_slot": "k@2026-11-26T02:05:00+00:00", "unique_states": 15,
         "tags": ["billing"], "metadata": {"by": "cron"}, "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
-        "workflow_id": None, "parents_pending": 0,
+        "workflow_id": None, "parents_pending": 0, "awaited": False,
     }
 
 
