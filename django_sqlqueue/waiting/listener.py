@@ -37,6 +37,7 @@ class Listener:
         self._lock = threading.Lock()
         self._waiters: dict[int, set] = {}  # job id -> wake callbacks
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def subscribe(self, pks, wake) -> None:
         """Call ``wake()`` (from the listener's thread) whenever one of ``pks`` may have ended;
@@ -75,18 +76,32 @@ class Listener:
         for wake in wakes:
             wake()
 
-    def _idle_ended(self, idle_since: float | None) -> tuple[bool, float | None]:
-        """Whether the thread should end (no waiter for idle_seconds); when it does, it is
-        forgotten under the lock, so that the next subscribe starts another."""
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread and close its connection now (before a database is dropped, at a
+        test's end); waiters still waiting poll, and the next subscribe starts it again."""
         with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None:
+            thread.join(timeout)
+        self._stop.clear()
+        self.listening = False
+
+    def _idle_ended(self, idle_since: float | None) -> tuple[bool, float | None]:
+        """Whether the thread should end (stopped, or no waiter for idle_seconds); when it
+        does, it is forgotten under the lock, so that the next subscribe starts another."""
+        with self._lock:
+            if self._stop.is_set():
+                return True, idle_since
             if self._waiters:
                 return False, None
             now = time.monotonic()
             idle_since = now if idle_since is None else idle_since
             if now - idle_since < self.idle_seconds:
                 return False, idle_since
-            self._thread = None
-            self.listening = False
+            if self._thread is threading.current_thread():
+                self._thread = None
+                self.listening = False
             return True, idle_since
 
     def _run(self) -> None:
@@ -98,8 +113,8 @@ class Listener:
                 with psycopg.connect(**self.params, autocommit=True) as conn:
                     conn.execute(listen(FINISHED_CHANNEL))
                     failures = 0
-                    self.listening = True
                     self._wake_all()  # a job may have ended before the LISTEN
+                    self.listening = True
                     while True:
                         for note in conn.notifies(timeout=1.0):
                             self.woken(note.payload)
@@ -113,7 +128,7 @@ class Listener:
                 delay = min(MAX_RECONNECT_SECONDS, 0.1 * 2 ** failures)
                 logger.warning("wait listener: LISTEN connection lost (%s); reconnecting "
                                "in %.1fs", str(exc).strip() or type(exc).__name__, delay)
-                time.sleep(delay)
+                self._stop.wait(delay)
                 ended, idle_since = self._idle_ended(idle_since)
                 if ended:
                     return
@@ -121,6 +136,14 @@ class Listener:
 
 _listeners: dict[str, Listener] = {}
 _listeners_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Stop every listener of this process (``Listener.stop``)."""
+    with _listeners_lock:
+        listeners = list(_listeners.values())
+    for listener in listeners:
+        listener.stop()
 
 
 def shared(params: dict) -> Listener:
