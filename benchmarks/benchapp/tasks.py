@@ -33,6 +33,13 @@ if SYSTEM == "sqlqueue":
     def write(i=0):
         _write(i)
 
+    @job
+    def nap(seconds=0.05):
+        """The wait_latency scenario's job: long enough that its waiter waits before it ends."""
+        import time
+
+        time.sleep(seconds)
+
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task
 
