@@ -188,3 +188,41 @@ def _sqlqueue():
     from django.conf import settings
 
     return dict(settings.SQLQUEUE)
+
+
+# ---- the views of docs/waiting.md, as written -------------------------------------------------
+def _docs_views() -> dict:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "waiting.md").read_text()
+    section = text.split("## In a view", 1)[1].split("\n## ", 1)[0]
+    code = "\n".join(re.findall(r"```python\n(.*?)```", section, re.S)).replace(
+        "from .jobs import", "from tests.testapp.tasks import")
+    namespace = {}
+    exec(code, namespace)  # noqa: S102 - the documentation's own code
+    return namespace
+
+
+def test_the_docs_views_answer_with_the_result(start_worker):
+    import json
+
+    from django.test import RequestFactory
+
+    views = _docs_views()
+    start_worker(settings=FAST)
+    request = RequestFactory().get("/invoice")
+    answer = views["invoice"](request, 7)
+    assert answer.status_code == 200
+    assert json.loads(answer.content)["url"] == "/invoices/7.pdf"
+    answer = async_to_sync(views["invoice_async"])(request, 8)
+    assert answer.status_code == 200
+    assert json.loads(answer.content)["url"] == "/invoices/8.pdf"
+
+
+def test_the_docs_view_answers_pending_past_its_timeout():
+    from django.test import RequestFactory
+
+    answer = _docs_views()["invoice"](RequestFactory().get("/invoice"), 9)  # no worker
+    assert answer.status_code == 202
+    assert Job.objects.get().status == JobStatus.QUEUED

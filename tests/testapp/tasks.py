@@ -320,3 +320,9 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
 def takes_anything(*args, **kwargs):
     """Any arguments: for tests of the payload itself (enqueue binds a call to its function)."""
     return {"args": list(args), "kwargs": kwargs}
+
+
+# The task of docs/waiting.md's views (tests/process/test_waiting.py runs them as written).
+@job(name="shop.render_invoice")
+def render_invoice(order_id):
+    return f"/invoices/{order_id}.pdf"
