@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import override_settings
 
+from django_sqlqueue.db.postgresql import FINISHED_CHANNEL
 from django_sqlqueue.exceptions import WaitTimeout
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
@@ -182,6 +183,33 @@ def test_postgresql_wakes_the_waiter_by_notify(start_worker, tmp_path, monkeypat
         finished = waiting.result()
     assert finished.status == JobStatus.SUCCEEDED
     assert str(job.pk) in heard
+
+
+def test_many_waiters_share_one_listen_connection(start_worker):
+    """Twelve requests waiting at once: one LISTEN connection for the process (PostgreSQL;
+    elsewhere they poll), and each is woken for its own job."""
+    jobs = [add.enqueue(n, n) for n in range(12)]
+    notify = waiter.listener_for("default") is not None
+    with override_settings(SQLQUEUE={**_sqlqueue(), **(NO_POLL if notify else {})}):
+        waiting = [Waiter(lambda pk=job.pk: Job.objects.get(pk=pk).wait_finished(timeout=120))
+                   for job in jobs]
+        if notify:
+            shared = waiter.listener_for("default")
+            wait_until(lambda: shared.listening
+                       and Job.objects.filter(awaited=True).count() == len(jobs),
+                       what="every waiter to mark its job, and the listener to listen")
+            assert _listen_connections() == 1
+        start_worker(settings=FAST)
+        finished = [each.result() for each in waiting]
+    assert [(job.status, job.result) for job in finished] == [
+        (JobStatus.SUCCEEDED, 2 * n) for n in range(12)]
+
+
+def _listen_connections() -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE query = %s",
+                       [f'LISTEN "{FINISHED_CHANNEL}"'])
+        return cursor.fetchone()[0]
 
 
 def _sqlqueue():
