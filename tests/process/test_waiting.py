@@ -163,18 +163,10 @@ def test_a_workflows_async_wait(start_worker):
 def test_postgresql_wakes_the_waiter_by_notify(start_worker, tmp_path, monkeypatch):
     """Its poll is longer than the wait: it returns because the outcome write, which sees
     the job awaited, sent its id, which the process's listener received."""
-    if waiter.listener_for("default") is None:
-        pytest.skip("no NOTIFY on this database: waiters poll")
-    gate = tmp_path / "gate"
-    job = gated.enqueue(str(gate))
-    worker = start_worker(settings=FAST)
+    gate, job, worker, shared, heard = _gated_job_and_listener(start_worker, tmp_path,
+                                                               monkeypatch)
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.RUNNING,
                what="the job to start", worker=worker)
-    shared = waiter.listener_for("default")
-    heard = []
-    received = shared.woken
-    monkeypatch.setattr(shared, "woken",
-                        lambda payload: (heard.append(payload), received(payload)))
     with override_settings(SQLQUEUE={**_sqlqueue(), **NO_POLL}):
         waiting = Waiter(lambda: Job.objects.get(pk=job.pk).wait_finished(timeout=120))
         wait_until(lambda: shared.listening and Job.objects.get(pk=job.pk).awaited,
@@ -189,16 +181,8 @@ def test_the_listener_reconnects_after_its_connection_is_killed(start_worker, tm
                                                                 monkeypatch):
     """Its backend terminated while a waiter waits (with no poll to fall back on): the listener
     connects and LISTENs again, and the job's NOTIFY still wakes the waiter."""
-    if waiter.listener_for("default") is None:
-        pytest.skip("no NOTIFY on this database: waiters poll")
-    gate = tmp_path / "gate"
-    job = gated.enqueue(str(gate))
-    worker = start_worker(settings=FAST)
-    shared = waiter.listener_for("default")
-    heard = []
-    received = shared.woken
-    monkeypatch.setattr(shared, "woken",
-                        lambda payload: (heard.append(payload), received(payload)))
+    gate, job, worker, shared, heard = _gated_job_and_listener(start_worker, tmp_path,
+                                                               monkeypatch)
     with override_settings(SQLQUEUE={**_sqlqueue(), **NO_POLL}):
         waiting = Waiter(lambda: Job.objects.get(pk=job.pk).wait_finished(timeout=120))
         wait_until(lambda: shared.listening and Job.objects.get(pk=job.pk).awaited
@@ -211,6 +195,22 @@ def test_the_listener_reconnects_after_its_connection_is_killed(start_worker, tm
         gate.touch()
         assert waiting.result().status == JobStatus.SUCCEEDED
     assert str(job.pk) in heard  # woken by the NOTIFY, not by its deadline's last look
+
+
+def _gated_job_and_listener(start_worker, tmp_path, monkeypatch) -> tuple:
+    """A job held by its gate file, a worker to run it, this process's listener, and the
+    notifications it receives from now on; skipped where waiters cannot LISTEN."""
+    shared = waiter.listener_for("default")
+    if shared is None:
+        pytest.skip("no NOTIFY on this database: waiters poll")
+    gate = tmp_path / "gate"
+    job = gated.enqueue(str(gate))
+    worker = start_worker(settings=FAST)
+    heard = []
+    received = shared.woken
+    monkeypatch.setattr(shared, "woken",
+                        lambda payload: (heard.append(payload), received(payload)))
+    return gate, job, worker, shared, heard
 
 
 def _listen_pids() -> list:
