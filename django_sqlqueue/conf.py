@@ -55,8 +55,14 @@ class QueueSettings:
     # leases of running jobs every LEASE_SECONDS / 3, so a killed worker's jobs run again about
     # one lease after the kill. Shorter: faster recovery, more heartbeat writes.
     LEASE_SECONDS: float = 30.0
+    # How often a worker writes the progress its jobs report (report_progress): at most one
+    # UPDATE per interval for all its jobs whose value changed, whatever their rate of reports.
+    PROGRESS_INTERVAL_SECONDS: float = 0.5
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
+    # The time limit of a transactional job (docs/transactional-jobs.md) when it names none, and
+    # the longest it may name: its row stays locked while it runs, so the limit bounds the lock.
+    TRANSACTIONAL_TIMEOUT_SECONDS: float = 30.0
     # A running job asked to cancel that has not stopped this long after its worker learned of
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
@@ -151,7 +157,9 @@ _TYPES = {
     "MAX_RETRY_DELAY_SECONDS": (int, float),
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
+    "PROGRESS_INTERVAL_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
+    "TRANSACTIONAL_TIMEOUT_SECONDS": (int, float),
     "CANCEL_GRACE_SECONDS": (int, float),
     "ASYNC_CONCURRENCY": (int,),
     "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
@@ -267,6 +275,7 @@ def _check_ranges(conf: QueueSettings) -> None:
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
                 "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
+                "PROGRESS_INTERVAL_SECONDS", "TRANSACTIONAL_TIMEOUT_SECONDS",
                 "WAIT_POLL_MIN_SECONDS", "WAIT_POLL_MAX_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")

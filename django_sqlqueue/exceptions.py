@@ -44,6 +44,11 @@ class InvalidRetryPolicy(InvalidJob):
     """max_attempts or a retry delay is out of range."""
 
 
+class InvalidTransactional(InvalidJob):
+    """``transactional`` is not a bool, or a transactional job's time limit is none or longer
+    than ``SQLQUEUE["TRANSACTIONAL_TIMEOUT_SECONDS"]``."""
+
+
 class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters, or its
     ``unique_states`` or ``unique_period`` is not valid."""
@@ -118,3 +123,8 @@ class InvalidQueueLimit(SQLQueueError, ValueError):
 class InvalidWorkflow(InvalidJob):
     """A workflow (chain, group, chord, Workflow) is empty, names a step of another workflow,
     or gives a job an option a workflow's job cannot have (a unique key)."""
+
+
+class StepError(SQLQueueError, RuntimeError):
+    """A durable step (``step``, ``astep``) was called where it cannot be recorded: outside a
+    job, with a name already taken in this run, or with a name that is empty or too long."""

@@ -170,6 +170,13 @@ class PostgreSQLDriver(DatabaseDriver):
         return ("SELECT set_config('statement_timeout', %s, true)",
                 [str(max(1, round(seconds * 1000)))])
 
+    def bound_transaction(self, *, seconds: float) -> list:
+        # Both SET LOCAL: they end with the transaction. An idle session past its limit is
+        # closed by the server, which rolls the transaction back and frees its locks.
+        ms = str(max(1, round(seconds * 1000)))
+        return [("SELECT set_config('statement_timeout', %s, true), "
+                 "set_config('idle_in_transaction_session_timeout', %s, true)", [ms, ms])]
+
     def repeatable_read(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 

@@ -258,6 +258,14 @@ class WriteStatements:
         ``seconds`` (at least a millisecond); None where the database has no such limit."""
         return None
 
+    def bound_transaction(self, *, seconds: float) -> list:
+        """[(sql, params), ...] that end the current transaction, from the database's side,
+        once it has waited idle for ``seconds`` between statements or one statement ran that
+        long: how a transactional lane (worker/transactional_lane.py) bounds the row locks it
+        holds when a job hangs. Empty where the database has no such limit (SQLite: one writer,
+        whose lock a hung job holds until it returns)."""
+        return []
+
     def repeatable_read(self) -> str | None:
         """SQL text that makes the transaction just begun read one snapshot for all its
         statements (it must come before any query of the transaction), so that several reads

@@ -21,6 +21,7 @@ from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.waiting import listener, waiter
 from django_sqlqueue.workflows import chord, group
 from tests.support.waiting import wait_until
+from tests.testapp.jobs import insert_once
 from tests.testapp.tasks import add, always_fails, flow_step, gated
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -197,6 +198,23 @@ def test_the_listener_reconnects_after_its_connection_is_killed(start_worker, tm
     assert str(job.pk) in heard  # woken by the NOTIFY, not by its deadline's last look
 
 
+def test_the_transactional_lane_wakes_the_waiter_by_notify(start_worker, monkeypatch):
+    """A transactional job run by a worker's lane (its outcome written by the lane, not by the
+    outcome write's statement) still sends its NOTIFY at the lane's commit."""
+    shared = waiter.listener_for("default")
+    if shared is None:
+        pytest.skip("no NOTIFY on this database: waiters poll")
+    job = insert_once.enqueue("waited")
+    heard = _notifications(shared, monkeypatch)
+    with override_settings(SQLQUEUE={**_sqlqueue(), **NO_POLL}):
+        waiting = Waiter(lambda: Job.objects.get(pk=job.pk).wait_finished(timeout=120))
+        wait_until(lambda: shared.listening and Job.objects.get(pk=job.pk).awaited,
+                   what="the waiter to listen and mark its job")
+        worker = start_worker("--transactional-batch", "5", settings=FAST)
+        assert waiting.result().status == JobStatus.SUCCEEDED, worker.output
+    assert str(job.pk) in heard
+
+
 def _gated_job_and_listener(start_worker, tmp_path, monkeypatch) -> tuple:
     """A job held by its gate file, a worker to run it, this process's listener, and the
     notifications it receives from now on; skipped where waiters cannot LISTEN."""
@@ -206,11 +224,16 @@ def _gated_job_and_listener(start_worker, tmp_path, monkeypatch) -> tuple:
     gate = tmp_path / "gate"
     job = gated.enqueue(str(gate))
     worker = start_worker(settings=FAST)
+    return gate, job, worker, shared, _notifications(shared, monkeypatch)
+
+
+def _notifications(shared, monkeypatch) -> list:
+    """The payloads ``shared`` receives from now on (the test's end restores it)."""
     heard = []
     received = shared.woken
     monkeypatch.setattr(shared, "woken",
                         lambda payload: (heard.append(payload), received(payload)))
-    return gate, job, worker, shared, heard
+    return heard
 
 
 def _listen_pids() -> list:

@@ -32,7 +32,9 @@ def values():
         "unique_slot": "k@2026-11-26T02:05:00+00:00", "unique_states": 15,
         "tags": ["billing"], "metadata": {"by": "cron"}, "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
-        "workflow_id": None, "parents_pending": 0, "awaited": False,
+        "workflow_id": None, "parents_pending": 0,
+        "progress_done": 3, "progress_total": 10, "progress_message": "m", "progress_at": now,
+        "transactional": False, "awaited": False,
     }
 
 

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     are not awaited."""
 
     dependencies = [
-        ('django_sqlqueue', '0017_workflows'),
+        ('django_sqlqueue', '0021_transactional_jobs'),
     ]
 
     operations = [
