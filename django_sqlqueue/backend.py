@@ -45,6 +45,7 @@ from .run.runner import (
     register_adapter,
 )
 from .statuses import JobStatus
+from .waiting import waiter
 from .workflows.canvas import register_preparer
 
 logger = logging.getLogger(__name__)
@@ -267,6 +268,35 @@ class SQLQueueBackend(BaseTaskBackend):
 
 
 CANCELLED_TYPE = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+
+
+def wait_finished(result: TaskResult, *, timeout: float | None) -> TaskResult:
+    """Block until the task of ``result`` (of this backend) has finished, then return
+    ``result`` refreshed: ``result.return_value`` raises if it failed, as Django's does.
+    Django has no wait API of its own; this is the backend's. Raises ``WaitTimeout`` after
+    ``timeout`` seconds (None: no limit). See docs/waiting.md."""
+    from .models import Job
+
+    waiter.wait(Job, _backend_of(result).database, [int(result.id)], timeout=timeout)
+    result.refresh()
+    return result
+
+
+async def await_finished(result: TaskResult, *, timeout: float | None) -> TaskResult:
+    """``wait_finished``'s async twin: it never blocks the event loop."""
+    from .models import Job
+
+    await waiter.await_(Job, _backend_of(result).database, [int(result.id)], timeout=timeout)
+    await result.arefresh()
+    return result
+
+
+def _backend_of(result) -> SQLQueueBackend:
+    backend = result.task.get_backend()
+    if not isinstance(backend, SQLQueueBackend):
+        raise TypeError(f"wait_finished() waits for results of django-sqlqueue's backend; this "
+                        f"one is of {type(backend).__name__} ({result.backend!r}).")
+    return backend
 
 
 def cancel_text(job) -> str:

@@ -110,6 +110,11 @@ class JobCancelled(SQLQueueError):
     after seeing ``current_job().cancel_requested``; returning works as well."""
 
 
+class WaitTimeout(SQLQueueError, TimeoutError):
+    """A wait for a job (``Job.wait_finished``, a workflow's or a ``django.tasks`` result's)
+    ran out of time before the job finished. The job goes on: wait again, or cancel it."""
+
+
 class InvalidQueueLimit(SQLQueueError, ValueError):
     """A queue limit is not a whole number of 0 or more, a rate period is not above 0, or a key
     weight is not a number above 0."""

@@ -33,6 +33,13 @@ if SYSTEM == "sqlqueue":
     def write(i=0):
         _write(i)
 
+    @job
+    def nap(seconds=0.05):
+        """The wait_latency scenario's job: long enough that its waiter waits before it ends."""
+        import time
+
+        time.sleep(seconds)
+
     @job(transactional=True)
     def write_transactional(i=0):
         """write, its row committed with its completion (the drain_transactional scenario)."""

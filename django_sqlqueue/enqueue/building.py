@@ -179,7 +179,7 @@ def new_job_state() -> dict:
     complete and equal to its row before it is inserted. A new dict each time (``errors`` is a
     list of the job's own)."""
     return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": [],
-            "parents_pending": 0}
+            "parents_pending": 0, "awaited": False}
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

@@ -9,6 +9,7 @@ from ..conf import QueueSettings
 from ..db import job_table
 from ..run import outcomes, progress
 from ..statuses import FINISHED_STATUSES, JobStatus
+from ..waiting import waiter
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
 from .step import record_step, recorded_step, recorded_steps
@@ -111,6 +112,11 @@ class Job(models.Model):
     # A transactional job (docs/transactional-jobs.md) runs inside the transaction that writes
     # its outcome: its own writes and its completion commit together, or neither does.
     transactional = models.BooleanField(db_default=False)
+    # Someone waits for this job where NOTIFY can wake them (PostgreSQL, waiting/): the outcome
+    # write that gives it a final status sends its id on the channel waiters LISTEN to. Set by
+    # the first waiter, never cleared; false for every job nobody waits for, which the outcome
+    # write then reads and does nothing more for.
+    awaited = models.BooleanField(db_default=False, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -183,6 +189,22 @@ class Job(models.Model):
             self.refresh_from_db(fields=["status", "finished_at", "cancel_requested_at",
                                          "cancelled_by"])
         return applied
+
+    # ---- waiting (docs/waiting.md) ---------------------------------------------------------
+    def wait_finished(self, *, timeout: float | None) -> "Job":
+        """Block until this job has a final status (succeeded, exhausted, cancelled, expired),
+        then return it read again: its ``status``, ``result`` and ``errors`` say how it ended.
+        Raises ``WaitTimeout`` after ``timeout`` seconds (None: no limit); the job goes on.
+        Woken by NOTIFY on PostgreSQL, by a short adaptive poll elsewhere."""
+        waiter.wait(type(self), self._state.db or "default", [self.pk], timeout=timeout)
+        self.refresh_from_db()
+        return self
+
+    async def await_finished(self, *, timeout: float | None) -> "Job":
+        """``wait_finished``'s async twin: it never blocks the event loop."""
+        await waiter.await_(type(self), self._state.db or "default", [self.pk], timeout=timeout)
+        await self.arefresh_from_db()
+        return self
 
     # ---- workflows (docs/workflows.md) ----------------------------------------------------
     def parent_results(self) -> list:

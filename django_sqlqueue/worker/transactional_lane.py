@@ -39,6 +39,7 @@ from ..run.execution import report
 from ..run.runner import OutcomeKind
 from ..run.transactional import attempt
 from ..statuses import READY_STATUSES, JobStatus
+from ..waiting.finished import announce
 from ..workflows.settle import settle
 from .resilience import TRANSIENT, Backoff
 
@@ -203,6 +204,7 @@ class TransactionalLane:
         in_workflows = {job.pk: written[job.pk] for job, _ in done if job.workflow_id}
         if in_workflows:  # children released in this same transaction (workflows/settle.py)
             settle(self.model, self.alias, in_workflows)
+        announce(self.alias, [job for job, _ in done])  # to their waiters, at the commit
         return written
 
     def _told(self, done, written, result) -> None:

@@ -351,4 +351,12 @@ async def async_progress(reports):
     for done in range(1, reports + 1):
         report_progress(done, reports, "async")
     return reports
+
+
+# The task of docs/waiting.md's views (tests/process/test_waiting.py runs them as written).
+@job(name="shop.render_invoice")
+def render_invoice(order_id):
+    return f"/invoices/{order_id}.pdf"
+
+
 from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these
