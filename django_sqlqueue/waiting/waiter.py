@@ -5,12 +5,17 @@ again when woken:
 
 - on PostgreSQL with NOTIFY (``sends_notify``) and a connection that can LISTEN
   (``worker.listening.listen_params``: not through a transaction pooler without
-  ``LISTEN_DATABASE``), by the process's listener (listener.py), after it marked its jobs
+  ``LISTEN_DATABASE``), by the process's listener (listener.py), once it marked its jobs
   ``awaited`` so that their final outcome write notifies; and every ``WAIT_POLL_MAX_SECONDS``
   still, for the ends that send no NOTIFY (a queued job cancelled or expired, a workflow's job
   cancelled with its parent);
-- elsewhere by an adaptive poll: after ``WAIT_POLL_MIN_SECONDS``, then twice as long each
-  time up to ``WAIT_POLL_MAX_SECONDS``.
+- elsewhere, and for a job not marked yet, by an adaptive poll: after
+  ``WAIT_POLL_MIN_SECONDS``, then twice as long each time up to ``WAIT_POLL_MAX_SECONDS``.
+
+A job is marked only once no claim can take it (running, or waiting for its parents): the mark
+is an UPDATE, and its row lock, however short, makes a claim at that instant (FOR UPDATE SKIP
+LOCKED) pass a ready job by until the worker's next look (measured: pickup p95 103 ms with
+waiters marking at once, 5 ms without). A ready job is polled until a worker takes it.
 
 The order makes a lost wake-up impossible: the waiter subscribes, marks, then reads; an outcome
 committed before the mark is seen by the read, one committed after it notifies.
@@ -26,7 +31,7 @@ from django.db import connections
 from ..conf import get_settings
 from ..enqueue.notify import sends_notify
 from ..exceptions import WaitTimeout
-from ..statuses import FINISHED_STATUSES
+from ..statuses import FINISHED_STATUSES, JobStatus
 from ..worker.listening import listen_params
 from . import listener as listeners
 
@@ -77,9 +82,32 @@ def _unfinished(model, alias, pks):
     return _jobs(model, alias, pks).exclude(status__in=FINISHED_STATUSES)
 
 
+#: The unfinished statuses in which no claim can take a job, so that marking it locks out no
+#: worker (see the module's docstring).
+MARKABLE = (JobStatus.RUNNING, JobStatus.WAITING)
+
+
+def _look(model, alias, pks) -> list:
+    """(id, status, awaited) of each unfinished job of ``pks``: one read by primary key."""
+    return list(_unfinished(model, alias, pks).values_list("pk", "status", "awaited"))
+
+
+def _to_mark(rows) -> list:
+    return [pk for pk, status, awaited in rows if not awaited and status in MARKABLE]
+
+
 def _mark(model, alias, pks):
-    """Have the final outcome of each unfinished job notify (once per job: never cleared)."""
-    return _unfinished(model, alias, pks).filter(awaited=False)
+    """Have the final outcome of each job notify (once per job: never cleared), if no claim
+    can take it now."""
+    return _jobs(model, alias, pks).filter(status__in=MARKABLE, awaited=False)
+
+
+def _sleep_seconds(rows, poll: "Poll", listener) -> float:
+    """Every job marked and the listener up: only a NOTIFY (or the long poll) is worth waking
+    for; else the adaptive poll."""
+    listening = (listener is not None and listener.listening
+                 and all(awaited for _, _, awaited in rows))
+    return poll.next_seconds(listening=listening)
 
 
 def _timed_out(pks, timeout) -> WaitTimeout:
@@ -104,18 +132,20 @@ def wait(model, alias: str, pks, *, timeout) -> None:
     if listener is not None:
         listener.subscribe(pks, woken.set)
     try:
-        if listener is not None:
-            _mark(model, alias, pks).update(awaited=True)
         poll = Poll()
         while True:
             woken.clear()
-            if not _unfinished(model, alias, pks).exists():
+            rows = _look(model, alias, pks)
+            if not rows:
                 return
+            marks = _to_mark(rows) if listener is not None else None
+            if marks:
+                _mark(model, alias, marks).update(awaited=True)
+                continue  # read again: an outcome committed before the mark did not notify
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _timed_out(pks, seconds)
-            listening = listener is not None and listener.listening
-            woken.wait(min(poll.next_seconds(listening=listening), remaining))
+            woken.wait(min(_sleep_seconds(rows, poll, listener), remaining))
     finally:
         if listener is not None:
             listener.unsubscribe(pks, woken.set)
@@ -137,20 +167,23 @@ async def await_(model, alias: str, pks, *, timeout) -> None:
     if listener is not None:
         listener.subscribe(pks, wake)
     try:
-        if listener is not None:
-            await _mark(model, alias, pks).aupdate(awaited=True)
         poll = Poll()
         while True:
             woken.clear()
-            if not await _unfinished(model, alias, pks).aexists():
+            rows = [row async for row in
+                    _unfinished(model, alias, pks).values_list("pk", "status", "awaited")]
+            if not rows:
                 return
+            marks = _to_mark(rows) if listener is not None else None
+            if marks:
+                await _mark(model, alias, marks).aupdate(awaited=True)
+                continue  # read again: an outcome committed before the mark did not notify
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _timed_out(pks, seconds)
-            listening = listener is not None and listener.listening
             try:
                 await asyncio.wait_for(woken.wait(),
-                                       min(poll.next_seconds(listening=listening), remaining))
+                                       min(_sleep_seconds(rows, poll, listener), remaining))
             except TimeoutError:
                 pass
     finally:

@@ -51,3 +51,22 @@ def test_a_rolled_back_outcome_notifies_nobody(heard):
         raise RuntimeError("rolled back")
     assert heard() == []
     assert Job.objects.get(pk=job.pk).status == "running"
+
+
+def test_a_waiter_marks_no_job_that_a_claim_could_take(heard):
+    """The mark is an UPDATE: its row lock, held for that instant, makes a worker's claim (FOR
+    UPDATE SKIP LOCKED) pass the job by, and it then waits for the worker's next look (the
+    wait benchmark's pickup p95 was 103 ms against 5 ms without waiters). So a waiter polls a
+    job while it is ready, and marks it once it runs (or waits for its parents)."""
+    from django_sqlqueue.exceptions import WaitTimeout
+
+    job = JobFactory()
+    with pytest.raises(WaitTimeout):
+        job.wait_finished(timeout=0.05)
+    assert Job.objects.get(pk=job.pk).awaited is False  # ready: never locked by the waiter
+    [claimed] = Job.objects.claim(None, "w1")
+    with pytest.raises(WaitTimeout):
+        claimed.wait_finished(timeout=0.05)
+    assert Job.objects.get(pk=job.pk).awaited is True  # running: its outcome will notify
+    assert claimed.complete(5)
+    assert heard() == [job.pk]
