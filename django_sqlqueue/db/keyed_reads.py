@@ -13,6 +13,21 @@ class KeyedReads:
     driver's connection; ``self.columns``, ``self.ready_prefix`` and ``self.ready_condition``
     its own."""
 
+    def lock_queue(self, queue_model, *, name: str, fields: tuple) -> tuple:
+        """The first statement of a limited or fair queue's claim: UPDATE the Queue row of
+        ``name`` if it is not paused, its ``last_claim_at`` set by the database's clock, and
+        return its ``fields`` (names); (statement, params) for ``returning.fetch``. The UPDATE
+        takes the row lock (PostgreSQL) or the write lock (SQLite) that orders the queue's
+        claims, and reads the row the previous claim left, in one round trip: the fair claim's
+        turns are as long as its statements, and one fewer statement is one fewer wait while
+        the queue's other claims queue behind it (benchmarks/fairness_pickup.py)."""
+        table = self.connection.ops.quote_name(queue_model._meta.db_table)
+        col = self.columns(queue_model, ("name", "paused_at", "last_claim_at", *fields))
+        returned = ", ".join(col[name] for name in fields)
+        return (f"UPDATE {table} SET {col['last_claim_at']} = {self.now_sql()} "  # noqa: S608
+                f"WHERE {col['name']} = %s AND {col['paused_at']} IS NULL RETURNING {returned}",
+                [name])
+
     def ready_queues(self, model, *, limit: int) -> tuple:
         """SELECT the distinct queue names of ready rows, in name order, up to ``limit``;
         (sql, params). A skip scan: one probe of ``sqlqueue_job_ready`` per

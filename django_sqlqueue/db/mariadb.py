@@ -4,6 +4,7 @@ partial indexes and no ``UPDATE ... RETURNING``, so most statements are the step
 
 import functools
 import json
+from typing import NamedTuple
 
 from . import mariadb_statements as statements
 from .base import DatabaseDriver
@@ -29,6 +30,22 @@ SESSION_UTC_OFFSET = "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
 #: has gone away (2006), lost connection (2013), server shutdown in progress (1053), connection
 #: killed (1927).
 SERVER_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
+
+
+class UpdateThenRead(NamedTuple):
+    """An UPDATE of one row by a key, then the SELECT of its columns by the same key, each with
+    the same parameters, in the caller's transaction (``returning.fetch``): no row if the
+    UPDATE matched none."""
+
+    update: str
+    read: str
+
+    def run(self, cursor, params) -> list:
+        cursor.execute(self.update, params)
+        if not cursor.rowcount:
+            return []
+        cursor.execute(self.read, params)
+        return cursor.fetchall()
 
 
 class MariaDBDriver(DatabaseDriver):
@@ -77,6 +94,14 @@ class MariaDBDriver(DatabaseDriver):
         """By the generated column of migration 0015 (the slot while held, else NULL): its
         unique index is the only index of slots."""
         return rows.extra(where=[statements.HELD_SLOT_CONDITION], params=[slot])  # noqa: S610
+
+    def lock_queue(self, queue_model, *, name: str, fields: tuple):
+        """No ``UPDATE ... RETURNING``: the UPDATE (the row lock), then a read of the row."""
+        statement, params = super().lock_queue(queue_model, name=name, fields=fields)
+        update, _, returned = statement.partition(" RETURNING ")
+        table = self.connection.ops.quote_name(queue_model._meta.db_table)
+        read = f"SELECT {returned} FROM {table} WHERE {self.columns(queue_model, ('name',))['name']} = %s"  # noqa: S608, E501
+        return UpdateThenRead(update, read), params
 
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name
