@@ -3,20 +3,21 @@ does fairness cost in throughput? (issue 30; docs/fairness.md#pickup-behind-a-ba
 
     python benchmarks/fairness_pickup.py --database sqlite|postgresql|mariadb
         [--backlog 50000] [--per-key 100] [--keys 10] [--rate 50] [--seed 30]
-        [--scenarios empty,fair,plain]
+        [--scenarios empty,fair,plain] [--job-ms 0]
 
 (the project's ``.venv`` has what the three databases need). Starts a throwaway database
 (databases.py: PostgreSQL and MariaDB at their default durability, or a SQLite file in WAL
 mode), and for each scenario, on emptied tables, starts two real ``runworker --processes 2``
 worker processes (every option at its default: 8 job threads each, poll interval 1 s) and
-enqueues, from this process, ``--keys`` keys' (B, C, ...) ``--per-key`` no-op jobs each,
+enqueues, from this process, ``--keys`` keys' (B, C, ...) ``--per-key`` jobs each (no-ops, or
+with ``--job-ms``, jobs that sleep that long: what a claim costs matters less then),
 one ``enqueue()`` per job in autocommit, in an order and at times drawn once from ``--seed``
 (exponential gaps, ``--rate`` jobs a second in all), the same in every scenario:
 
 * ``empty``: the queue fair and otherwise empty: the pickup latency the small keys would
   have without a big tenant (the baseline).
-* ``fair``: key A's ``--backlog`` ready no-op jobs enqueued first (``bulk_enqueue``), the
-  queue fair.
+* ``fair``: key A's ``--backlog`` ready jobs of the same kind enqueued first
+  (``bulk_enqueue``), the queue fair.
 * ``plain``: the same backlog, the queue not fair: the problem fairness solves.
 
 It waits for every job to finish, then reads the rows: the **pickup latency** of each small
@@ -81,8 +82,9 @@ def wait_for(predicate, timeout: float, what: str):
         time.sleep(0.5)
 
 
-def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path) -> dict:
-    from benchmarks.benchapp.tasks import noop
+def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
+                 job_ms: int) -> dict:
+    from benchmarks.benchapp.tasks import nap
     from django_sqlqueue.models import Job
     from django_sqlqueue.queues import control as queue_control
     from django_sqlqueue.statuses import JobStatus
@@ -90,8 +92,8 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path) ->
     empty_tables()
     queue_control.set_fair("default", name != "plain")
     if name != "empty":
-        big = noop.using(concurrency_key=BIG)
-        Job.objects.bulk_enqueue(big.prepare(i) for i in range(backlog))
+        big = nap.using(concurrency_key=BIG)
+        Job.objects.bulk_enqueue(big.prepare(job_ms) for _ in range(backlog))
     total = len(plan) + (backlog if name != "empty" else 0)
     workers = start_workers(database.env, {}, logdir, f"{database.name}-{name}")
     try:
@@ -105,7 +107,7 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path) ->
             pause = started + at - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            noop.using(concurrency_key=key).enqueue(0)
+            nap.using(concurrency_key=key).enqueue(job_ms)
         arrived_in = time.monotonic() - started
         done = Job.objects.filter(status=JobStatus.SUCCEEDED)
         wait_for(lambda: done.count() >= total, 3600, f"{total} finished jobs")
@@ -164,17 +166,20 @@ def main():
     parser.add_argument("--rate", type=float, default=50.0, help="small-key jobs a second")
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--scenarios", default="empty,fair,plain")
+    parser.add_argument("--job-ms", type=int, default=0, help="how long each job sleeps")
     args = parser.parse_args()
     plan = arrivals(args.keys, args.per_key, args.rate, args.seed)
     logdir = Path(tempfile.mkdtemp(prefix="fairness-pickup-"))
     with bench_database(args.database, SETTINGS) as database:
         print(f"{args.database}: {database.settings()}; worker logs in {logdir}", flush=True)
         print(f"{args.keys} small keys x {args.per_key} jobs at {args.rate:g}/s (seed "
-              f"{args.seed}, {plan[-1][0]:.0f} s); key {BIG}: {args.backlog:,} ready jobs",
+              f"{args.seed}, {plan[-1][0]:.0f} s); key {BIG}: {args.backlog:,} ready jobs; "
+              f"jobs of {args.job_ms} ms",
               flush=True)
         results = {}
         for name in args.scenarios.split(","):
-            results[name] = run_scenario(database, name, plan, args.backlog, logdir)
+            results[name] = run_scenario(database, name, plan, args.backlog, logdir,
+                                         args.job_ms)
             print(f"  {name}: {results[name]}", flush=True)
         report(results)
 

@@ -33,6 +33,13 @@ if SYSTEM == "sqlqueue":
     def write(i=0):
         _write(i)
 
+    @job
+    def nap(ms=0):
+        """A job that takes ``ms`` milliseconds without using the CPU (fairness_pickup.py)."""
+        import time
+
+        time.sleep(ms / 1000)
+
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task
 

@@ -214,10 +214,8 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     """The ids of the first ``room`` ready jobs of the queue of ``row`` in claim order, with no
     key taking more than its per-key limits leave it."""
     connection = connections[alias]
-    with connection.cursor() as cursor:
-        statement, params = ops(connection).ready_keys(model, queue=row.name, limit=KEYS_PER_CLAIM)
-        cursor.execute(statement, params)
-        keys = [key for key, in cursor.fetchall()]
+    keys = [key for key, in returning.fetch(connection, *ops(connection).ready_keys(
+        model, queue=row.name, limit=KEYS_PER_CLAIM))]
     wanted = {"": room}  # the jobs without a key
     for key in keys:
         left = _room(room, row.key_concurrency_limit, running.get(key, 0),

@@ -74,18 +74,17 @@ class MariaDBDriver(DatabaseDriver):
 
     def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
                    after: str | None = None) -> tuple:
-        """One read of ``sqlqueue_job_ready_by_key`` grouped by key, instead of the recursive
-        skip scan: MariaDB reads each of that scan's probes (``key > found.value``) from the
-        start of the queue's range, so every probe crossed the entries of every key before it
-        (5,000 jobs of one key: 5,000 index entries read per later key). Here each ready entry
-        up to the ``limit``-th key is read once, from the index alone, in key order (no sort):
-        the cost grows with the ready jobs of the keys read, not with their square."""
+        """Reads of ``sqlqueue_job_ready_by_key`` grouped by key, each of a bounded run of its
+        entries (``statements.KeysInReads``), instead of the recursive skip scan: MariaDB reads
+        each of that scan's probes (``key > found.value``) from the start of the queue's range,
+        so every probe crossed the entries of every key before it (5,000 jobs of one key: 5,000
+        index entries read per later key). A statement to run with ``returning.fetch``."""
         quote = self.connection.ops.quote_name
         col = self.columns(model, ("queue", "concurrency_key"))
-        first, params = ("> %s", [after]) if after is not None else (
-            ("IS NOT NULL", []) if unkeyed else ("> ''", []))
+        first = "IS NOT NULL" if unkeyed else "> ''"
+        params = [queue, after, limit] if after is not None else [queue, limit]
         return statements.ready_keys(quote(model._meta.db_table), col, self.ready_prefix(),
-                                     first), [queue, *params, limit]
+                                     first), params
 
     def ready_rows(self, rows):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
@@ -100,7 +99,8 @@ class MariaDBDriver(DatabaseDriver):
         statement, params = super().lock_queue(queue_model, name=name, fields=fields)
         update, _, returned = statement.partition(" RETURNING ")
         table = self.connection.ops.quote_name(queue_model._meta.db_table)
-        read = f"SELECT {returned} FROM {table} WHERE {self.columns(queue_model, ('name',))['name']} = %s"  # noqa: S608, E501
+        col = self.columns(queue_model, ("name",))
+        read = f"SELECT {returned} FROM {table} WHERE {col['name']} = %s"  # noqa: S608 - names
         return UpdateThenRead(update, read), params
 
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
