@@ -75,7 +75,15 @@ def plans() -> list:
     return [(title, explain(connection, *statement)) for title, statement in reads]
 
 
-def explain(connection, statement: str, params) -> str:
+def explain(connection, statement, params) -> str:
+    if not isinstance(statement, str):  # MariaDB's KeysInReads: its first read, one after BIG
+        from django_sqlqueue.db.mariadb_statements import KEY_READ_ENTRIES
+
+        queue, *_ = params
+        return "\n".join([
+            "first read:", explain(connection, statement.first, [queue, KEY_READ_ENTRIES]),
+            f"a read after '{BIG}':",
+            explain(connection, statement.after, [queue, BIG, KEY_READ_ENTRIES])])
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + statement, params)

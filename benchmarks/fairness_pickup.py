@@ -32,6 +32,7 @@ Writes nothing into the repository.
 """
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -135,18 +136,20 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
         "behind_backlog": len(behind) if last_big is not None else 0,
         "behind_p95_ms": percentile(behind, .95) if behind and last_big is not None else None,
         "drain_seconds": seconds, "jobs_per_second": busy / seconds,
+        # The machine's load at the end (1 minute): other work on it slows the workers.
+        "load": os.getloadavg()[0],
     }
 
 
 def report(results: dict):
     print(f"{'scenario':<8} {'jobs':>7} {'pickup p50':>11} {'p95':>9} {'max':>9} "
-          f"{'arrived behind A':>17} {'drain s':>8} {'jobs/s':>8}")
+          f"{'arrived behind A':>17} {'drain s':>8} {'jobs/s':>8} {'load':>5}")
     for r in results.values():
         behind = (f"{r['behind_backlog']:>5} p95 {r['behind_p95_ms']:>7.0f}"
                   if r["behind_p95_ms"] is not None else f"{'-':>17}")
         print(f"{r['scenario']:<8} {r['jobs']:>7,} {r['pickup_p50_ms']:>9.0f}ms "
               f"{r['pickup_p95_ms']:>7.0f}ms {r['pickup_max_ms']:>7.0f}ms {behind} "
-              f"{r['drain_seconds']:>8.1f} {r['jobs_per_second']:>8.0f}")
+              f"{r['drain_seconds']:>8.1f} {r['jobs_per_second']:>8.0f} {r['load']:>5.1f}")
     if "empty" in results and "fair" in results:
         ratio = results["fair"]["pickup_p95_ms"] / results["empty"]["pickup_p95_ms"]
         print(f"small keys' p95 behind the backlog / on an empty queue: {ratio:.2f} "
