@@ -8,6 +8,7 @@ test suite and docs/databases.md set it up), migrated, with Django set up in thi
         database.vendor   # Django's name: postgresql, sqlite, mysql
 """
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -19,6 +20,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATABASES = ("postgresql", "sqlite", "mariadb")
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's parser, its docstring as help, with ``--database`` (default PostgreSQL)."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", choices=DATABASES, default="postgresql")
+    return parser
 
 
 @dataclass

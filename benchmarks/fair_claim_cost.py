@@ -18,7 +18,6 @@ them; the claimed jobs stay running), first with the queue fair, then plain, eac
 fill. Prints p50 and p95 per claim (ms). Writes nothing into the repository.
 """
 
-import argparse
 import json
 import statistics
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.databases import DATABASES, bench_database  # noqa: E402
+from benchmarks.databases import argument_parser, bench_database  # noqa: E402
 
 BIG = "big"
 ROWS_PER_INSERT = 1_000
@@ -114,9 +113,7 @@ def time_claims(claims: int, limit: int) -> list:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database", choices=DATABASES, default="postgresql")
+    parser = argument_parser(__doc__)
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--backlog", type=int, default=100_000)

@@ -31,7 +31,6 @@ measure the empty queue again): choose ``--rate`` so that the arrivals end befor
 Writes nothing into the repository.
 """
 
-import argparse
 import os
 import random
 import statistics
@@ -42,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.databases import DATABASES, bench_database  # noqa: E402
+from benchmarks.databases import argument_parser, bench_database  # noqa: E402
 from benchmarks.workers import start_workers, stop_workers  # noqa: E402
 
 BIG = "A"
@@ -160,9 +159,7 @@ def report(results: dict):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database", choices=DATABASES, default="postgresql")
+    parser = argument_parser(__doc__)
     parser.add_argument("--backlog", type=int, default=50_000)
     parser.add_argument("--keys", type=int, default=10)
     parser.add_argument("--per-key", type=int, default=100)
