@@ -3,7 +3,7 @@ does fairness cost in throughput? (issue 30; docs/fairness.md#pickup-behind-a-ba
 
     python benchmarks/fairness_pickup.py --database sqlite|postgresql|mariadb
         [--backlog 50000] [--per-key 100] [--keys 10] [--rate 50] [--seed 30]
-        [--scenarios empty,fair,plain] [--job-ms 0]
+        [--scenarios empty,fair,plain] [--job-ms 0] [--concurrency 8]
 
 (the project's ``.venv`` has what the three databases need). Starts a throwaway database
 (databases.py: PostgreSQL and MariaDB at their default durability, or a SQLite file in WAL
@@ -83,7 +83,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
-                 job_ms: int) -> dict:
+                 job_ms: int, concurrency: int) -> dict:
     from benchmarks.benchapp.tasks import nap
     from django_sqlqueue.models import Job
     from django_sqlqueue.queues import control as queue_control
@@ -95,7 +95,8 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
         big = nap.using(concurrency_key=BIG)
         Job.objects.bulk_enqueue(big.prepare(job_ms) for _ in range(backlog))
     total = len(plan) + (backlog if name != "empty" else 0)
-    workers = start_workers(database.env, {}, logdir, f"{database.name}-{name}")
+    workers = start_workers(database.env, {}, logdir, f"{database.name}-{name}",
+                            ["--concurrency", str(concurrency)])
     try:
         if name != "empty":  # the workers are draining the backlog before the first arrival
             wait_for(lambda: Job.objects.exclude(status__in=("queued",)).exists(), 120,
@@ -167,6 +168,7 @@ def main():
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--scenarios", default="empty,fair,plain")
     parser.add_argument("--job-ms", type=int, default=0, help="how long each job sleeps")
+    parser.add_argument("--concurrency", type=int, default=8, help="job threads per process")
     args = parser.parse_args()
     plan = arrivals(args.keys, args.per_key, args.rate, args.seed)
     logdir = Path(tempfile.mkdtemp(prefix="fairness-pickup-"))
@@ -179,7 +181,7 @@ def main():
         results = {}
         for name in args.scenarios.split(","):
             results[name] = run_scenario(database, name, plan, args.backlog, logdir,
-                                         args.job_ms)
+                                         args.job_ms, args.concurrency)
             print(f"  {name}: {results[name]}", flush=True)
         report(results)
 
