@@ -93,7 +93,7 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
     queue_control.set_fair("default", name != "plain")
     if name != "empty":
         big = nap.using(concurrency_key=BIG)
-        Job.objects.bulk_enqueue(big.prepare(job_ms) for _ in range(backlog))
+        Job.objects.bulk_enqueue(big.prepare(job_ms / 1000) for _ in range(backlog))
     total = len(plan) + (backlog if name != "empty" else 0)
     workers = start_workers(database.env, {}, logdir, f"{database.name}-{name}",
                             ["--concurrency", str(concurrency)])
@@ -108,7 +108,7 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
             pause = started + at - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            nap.using(concurrency_key=key).enqueue(job_ms)
+            nap.using(concurrency_key=key).enqueue(job_ms / 1000)
         arrived_in = time.monotonic() - started
         done = Job.objects.filter(status=JobStatus.SUCCEEDED)
         wait_for(lambda: done.count() >= total, 3600, f"{total} finished jobs")

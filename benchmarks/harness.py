@@ -584,6 +584,8 @@ def _run_one(runner, system, scenario, sizes, config):
         if scenario == "drain_queue":  # django-sqlqueue: the drain with runworker --queue
             return runner.drain(runner._size("drain"), processes, cap, label=scenario,
                                 queue="default")
+        if scenario == "drain_transactional":  # django-sqlqueue: drain_write's jobs, run by
+            return _drain_transactional(runner, system, sizes, processes, cap)  # the lane
         if scenario == "drain_keyed":  # django-sqlqueue: the drain, a per-key limit in force
             keys, key_limit = sizes.get("drain_keys", 100), sizes.get("drain_key_limit", 2)
             system.limit_keys(keys, key_limit)
@@ -601,12 +603,39 @@ def _run_one(runner, system, scenario, sizes, config):
             return runner.pickup({"BENCH_SYNCHRONOUS_COMMIT": "off"}, scenario)
         if scenario == "claim":
             return runner.claim_time()
+        from . import workflows  # fanin, chain (issue 26)
+
+        if scenario in workflows.SCENARIOS:
+            return workflows.SCENARIOS[scenario](runner)
     except Exception as exc:  # reported, not fatal: the other scenarios still run
         import traceback
 
         traceback.print_exc()
         return {"error": f"{type(exc).__name__}: {exc}"}
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def _drain_transactional(runner, system, sizes, processes, cap) -> dict:
+    """drain_write's jobs made transactional (each row committed with its job's completion), run
+    by the workers' transactional lane, ``transactional_batch`` jobs per transaction; then,
+    with a quarter as many jobs, each ``[batch, lanes per process]`` of
+    ``transactional_sweep`` (its rate once started, or overall)."""
+    batch = sizes.get("transactional_batch", 64)
+    n = runner._size("drain_write")
+    system.transactional = True
+    try:
+        result = runner.drain(n, processes, cap, label="drain_transactional", write=True,
+                              transactional_batch=batch)
+        sweep = {}
+        for size, lanes in sizes.get("transactional_sweep", []):
+            swept = runner.drain(max(n // 4, 100), processes, cap, write=True,
+                                 label=f"drain_transactional_{size}x{lanes}",
+                                 transactional_batch=size, transactional_lanes=lanes)
+            sweep[f"batch {size}, {lanes} lane(s)"] = round(
+                swept.get("steady_jobs_per_s") or swept["jobs_per_s"] or 0)
+        return {**result, "sweep": sweep}
+    finally:
+        system.transactional = False
 
 
 def _short(value):

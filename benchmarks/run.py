@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.pg import BenchCluster  # noqa: E402
 from benchmarks.redis_server import RedisServer  # noqa: E402
+from benchmarks.workflows import report_lines as workflow_lines  # noqa: E402
 
 SYSTEMS = ["sqlqueue", "pgqueuer", "procrastinate", "django_tasks_db", "django_q2", "raquel",
            "chancy", "celery", "celery_solo", "rq"]
@@ -71,6 +72,13 @@ SIZES = {
     "drain_long_cap_s": 90,
     # Jobs that each insert one row.
     "drain_write": {"default": 10_000, "sqlqueue": 20_000, "rq": 3_000},
+    # drain_transactional (django-sqlqueue): drain_write's jobs, transactional, run by the lane
+    # this many per transaction; then a quarter as many at each [batch, lanes per process].
+    "transactional_batch": 64,
+    "transactional_sweep": [[1, 1], [10, 1], [64, 1], [64, 4]],
+    # Workflows (issue 26, benchmarks/workflows.py): a group of this many jobs with a callback,
+    # a chain of this many steps; each stops with an error past the cap.
+    "fanin_jobs": 10_000, "chain_steps": 1_000, "workflow_cap_s": 240,
 }
 QUICK_SIZES = {
     **SIZES, "single_enqueue": 50, "bulk_enqueue": {"default": 2_000, "raquel": 200},
@@ -80,6 +88,7 @@ QUICK_SIZES = {
     "concurrent_processes": 4, "concurrent_per_process": 20,
     "drain_long": {"default": 3_000, "rq": 500}, "drain_long_cap_s": 20,
     "drain_write": {"default": 1_000, "rq": 300},
+    "fanin_jobs": 200, "chain_steps": 20, "workflow_cap_s": 60,
 }
 SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # django-sqlqueue also drains with `runworker --queue default` (its claim then walks the ready
@@ -90,14 +99,17 @@ SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 # processes (django-sqlqueue also with NOTIFY off), the long drain, and jobs that write a row.
 EXTRA = {
     "sqlqueue": ["drain_queue", "memory", "enqueue_autocommit", "enqueue16",
-                 "enqueue16_nonotify", "drain_long", "drain_write", "enqueue_nosync",
-                 "pickup_nosync"],
+                 "enqueue16_nonotify", "drain_long", "drain_write", "drain_transactional",
+                 "enqueue_nosync", "pickup_nosync"],
     "pgqueuer": ["enqueue_autocommit", "enqueue16", "drain_long"],
     "procrastinate": ["enqueue_autocommit", "enqueue16", "drain_write"],
     "chancy": ["enqueue_autocommit", "enqueue16"],
     "celery": ["enqueue_autocommit", "enqueue16", "drain_long", "drain_write"],
     "rq": ["enqueue_autocommit", "enqueue16", "drain_write"],
 }
+# The workflow scenarios (issue 26, benchmarks/workflows.py), for the systems with workflows.
+for _name in ("sqlqueue", "celery"):
+    EXTRA[_name] = [*EXTRA[_name], "fanin", "chain"]
 # Celery's solo pool differs from Celery's default only in its workers: no enqueue scenarios.
 ONLY = {"celery_solo": ["drain", "pickup", "drain_long", "drain_write"]}
 
@@ -343,6 +355,8 @@ METRICS = [
     ("Drain start-up share (long drain, else the drain): jobs, share", None, "startup", None),
     ("Drain of jobs writing 1 row, W=2, once started (jobs/s)",
      ("drain_write", "steady_jobs_per_s"), "{:,.0f}", True),
+    ("Drain of the same jobs, transactional (the lane), W=2, once started (jobs/s)",
+     ("drain_transactional", "steady_jobs_per_s"), "{:,.0f}", True),
     ("Enqueue, autocommit (jobs/s)", ("enqueue_autocommit", "jobs_per_s"), "{:,.0f}", True),
     ("Enqueue from 16 processes, 1 job/transaction (jobs/s)", ("enqueue16", "jobs_per_s"),
      "{:,.0f}", True),
@@ -615,6 +629,7 @@ def render_mariadb(phase, report) -> list:
     lines += system_tables(phase["systems"], MARIADB_METRICS, report, reasons=True)
     lines += baseline_lines(next((r for r in phase["systems"] if r["system"] == "sqlqueue"
                                   and "error" not in r), None))
+    lines += workflow_lines(phase["systems"], LABELS, report["sizes"])
     notes = ["django-sqlqueue wakes its workers by polling on MariaDB (no NOTIFY); each system "
              "at its defaults, the same worker process count as on PostgreSQL."]
     if "error" in phase:  # it failed after some systems ran
@@ -675,6 +690,7 @@ def render(report) -> str:
         pg_peers = [by_name[n] for n in peers if n not in REDIS_SYSTEMS]
         lines += targets(report, ours, pg_peers) + [""]
         lines += targets_redis(report, by_name) + [""]
+    lines += workflow_lines(results, LABELS, report["sizes"])
     notes = ["`*`: the drain hit its time cap before the queue was empty; the rate is jobs done "
              "over the time taken.",
              "Commit probe: 100 one-row autocommit INSERTs on the system's database just before "
@@ -686,7 +702,8 @@ def render(report) -> str:
         notes += result.get("notes", [])
         for scenario in ("enqueue", "bulk", "drain", "pickup", "claim", "drain_queue", "memory",
                          "enqueue_autocommit", "enqueue16", "enqueue16_nonotify", "drain_long",
-                         "drain_write", "enqueue_nosync", "pickup_nosync"):
+                         "drain_write", "drain_transactional", "enqueue_nosync",
+                         "pickup_nosync"):
             error = _get(result, scenario, "error")
             if error:
                 notes.append(f"{result['label']} {scenario}: error: {error.splitlines()[0]}")
@@ -755,7 +772,8 @@ def main():
     parser.add_argument("--scenarios", help="comma-separated scenarios to run instead of each "
                         "system's own list; a name given twice runs twice (a, a#2, ...)")
     parser.add_argument("--chart", default=str(ROOT / "docs" / "images" / "benchmarks.png"))
-    parser.add_argument("--system-timeout", type=float, default=480)
+    # 600 s: the workflow scenarios (fanin, chain) add about a minute to django-sqlqueue and Celery.
+    parser.add_argument("--system-timeout", type=float, default=600)
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="print the table of an earlier run again (and redraw its chart)")
     args = parser.parse_args()

@@ -8,11 +8,13 @@ from .context import current_job
 from .enqueue.on_commit import aenqueue_on_commit, enqueue_on_commit
 from .exceptions import Abort, Reschedule
 from .registry import job
+from .run.progress import report_progress
+from .run.steps import astep, step, step_key
 from .schedules.declare import schedule
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Abort", "Reschedule", "__version__", "aenqueue_on_commit", "current_job", "enqueue_on_commit",
-    "job", "schedule",
+    "Abort", "Reschedule", "__version__", "aenqueue_on_commit", "astep", "current_job",
+    "enqueue_on_commit", "job", "report_progress", "schedule", "step", "step_key",
 ]

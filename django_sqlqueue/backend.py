@@ -32,6 +32,8 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import backend_checks
+from .conf import get_settings
+from .enqueue import validation
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
 from .run.runner import (
@@ -43,6 +45,7 @@ from .run.runner import (
     register_adapter,
 )
 from .statuses import JobStatus
+from .waiting import waiter
 from .workflows.canvas import register_preparer
 
 logger = logging.getLogger(__name__)
@@ -77,6 +80,8 @@ class SQLQueueTask(Task):
     max_interruptions: int | None = None
     backoff: Any = None  # callable(exception, task_result) -> seconds | None
     timeout: float | None = None  # seconds; a job over it fails with JobTimeout
+    # Runs inside the transaction that writes its outcome (docs/transactional-jobs.md).
+    transactional: bool = False
 
 
 class SQLQueueBackend(BaseTaskBackend):
@@ -108,6 +113,15 @@ class SQLQueueBackend(BaseTaskBackend):
         timeout = getattr(task, "timeout", None)
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
+        transactional = getattr(task, "transactional", False)
+        if transactional is not False:
+            try:
+                validation.transactional_timeout(transactional, timeout, get_settings())
+                validation.not_async_transactional(
+                    task.module_path, iscoroutinefunction(task.func),
+                    {"transactional": transactional})
+            except InvalidJob as exc:
+                raise InvalidTask(str(exc)) from None
 
     def enqueue(self, task, args, kwargs):
         from .models import Job
@@ -129,6 +143,7 @@ class SQLQueueBackend(BaseTaskBackend):
             queue=task.queue_name, priority=task.priority, run_at=task.run_after,
             max_attempts=self.max_attempts(task), max_interruptions=self.max_interruptions(task),
             timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         if task.run_after is not None:  # so that result.task is the task as enqueued
@@ -148,6 +163,7 @@ class SQLQueueBackend(BaseTaskBackend):
             DJANGO_TASK_PREFIX + task.module_path, args, kwargs,
             queue=task.queue_name, priority=task.priority, max_attempts=self.max_attempts(task),
             max_interruptions=self.max_interruptions(task), timeout=getattr(task, "timeout", None),
+            transactional=getattr(task, "transactional", False),
         )
         fields["payload"]["backend"] = self.alias
         return fields
@@ -165,6 +181,21 @@ class SQLQueueBackend(BaseTaskBackend):
                 or self.options.get("MAX_INTERRUPTIONS"))
 
     def get_result(self, result_id):
+        job = self._job(result_id)
+        try:
+            task = load_task(job)
+        except (UnknownTask, InvalidJob) as exc:
+            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+        return self.task_result(job, task)
+
+    def get_progress(self, result_id):
+        """The latest progress the task reported with ``report_progress`` (a ``Progress``:
+        ``done``, ``total``, ``fraction``, ``percent``, ``message``, ``at``), or None if it has
+        not; Django's ``TaskResult`` has no field for it. Raises ``TaskResultDoesNotExist`` as
+        ``get_result`` does."""
+        return self._job(result_id).progress
+
+    def _job(self, result_id):
         backend_checks.require_app(self)
         from .models import Job
 
@@ -179,11 +210,7 @@ class SQLQueueBackend(BaseTaskBackend):
         )
         if job is None or (job.payload or {}).get("backend", self.alias) != self.alias:
             raise TaskResultDoesNotExist(result_id)
-        try:
-            task = load_task(job)
-        except (UnknownTask, InvalidJob) as exc:
-            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
-        return self.task_result(job, task)
+        return job
 
     def task_result(self, job, task) -> TaskResult:
         """The TaskResult view of a Job row."""
@@ -241,6 +268,35 @@ class SQLQueueBackend(BaseTaskBackend):
 
 
 CANCELLED_TYPE = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+
+
+def wait_finished(result: TaskResult, *, timeout: float | None) -> TaskResult:
+    """Block until the task of ``result`` (of this backend) has finished, then return
+    ``result`` refreshed: ``result.return_value`` raises if it failed, as Django's does.
+    Django has no wait API of its own; this is the backend's. Raises ``WaitTimeout`` after
+    ``timeout`` seconds (None: no limit). See docs/waiting.md."""
+    from .models import Job
+
+    waiter.wait(Job, _backend_of(result).database, [int(result.id)], timeout=timeout)
+    result.refresh()
+    return result
+
+
+async def await_finished(result: TaskResult, *, timeout: float | None) -> TaskResult:
+    """``wait_finished``'s async twin: it never blocks the event loop."""
+    from .models import Job
+
+    await waiter.await_(Job, _backend_of(result).database, [int(result.id)], timeout=timeout)
+    await result.arefresh()
+    return result
+
+
+def _backend_of(result) -> SQLQueueBackend:
+    backend = result.task.get_backend()
+    if not isinstance(backend, SQLQueueBackend):
+        raise TypeError(f"wait_finished() waits for results of django-sqlqueue's backend; this "
+                        f"one is of {type(backend).__name__} ({result.backend!r}).")
+    return backend
 
 
 def cancel_text(job) -> str:

@@ -55,8 +55,14 @@ class QueueSettings:
     # leases of running jobs every LEASE_SECONDS / 3, so a killed worker's jobs run again about
     # one lease after the kill. Shorter: faster recovery, more heartbeat writes.
     LEASE_SECONDS: float = 30.0
+    # How often a worker writes the progress its jobs report (report_progress): at most one
+    # UPDATE per interval for all its jobs whose value changed, whatever their rate of reports.
+    PROGRESS_INTERVAL_SECONDS: float = 0.5
     # Per-job time limit (None: no limit); a job over it fails with a timeout error.
     TIMEOUT_SECONDS: float | None = None
+    # The time limit of a transactional job (docs/transactional-jobs.md) when it names none, and
+    # the longest it may name: its row stays locked while it runs, so the limit bounds the lock.
+    TRANSACTIONAL_TIMEOUT_SECONDS: float = 30.0
     # A running job asked to cancel that has not stopped this long after its worker learned of
     # it is stopped: under --processes its process exits (after its other jobs finish) and is
     # replaced; in one process its thread is abandoned, still holding its slot until it returns.
@@ -92,6 +98,13 @@ class QueueSettings:
     # directly, not through a transaction-pooling PgBouncer (listening.py). None: the jobs
     # database itself, unless it has DISABLE_SERVER_SIDE_CURSORS (a pooler): then polling only.
     LISTEN_DATABASE: str | None = None
+    # Waiting for a job (Job.wait_finished, docs/waiting.md): a waiter that no NOTIFY can wake
+    # (SQLite, MariaDB, PostgreSQL behind a pooler without LISTEN_DATABASE) reads the job's
+    # status after WAIT_POLL_MIN_SECONDS, then twice as long each time up to
+    # WAIT_POLL_MAX_SECONDS; one woken by NOTIFY still reads it every WAIT_POLL_MAX_SECONDS
+    # (a cancel of a queued job or an expiry sends no NOTIFY).
+    WAIT_POLL_MIN_SECONDS: float = 0.01
+    WAIT_POLL_MAX_SECONDS: float = 0.5
     # Alias of DATABASES (a replica of the jobs database) that the admin's dashboard, manage.py
     # stats and the metrics view read from, showing how far behind it is. None: the dashboard and
     # the metrics view read where the database routers send reads of Job (db_for_read), stats
@@ -144,7 +157,9 @@ _TYPES = {
     "MAX_RETRY_DELAY_SECONDS": (int, float),
     "RETRY_JITTER": (int, float),
     "LEASE_SECONDS": (int, float),
+    "PROGRESS_INTERVAL_SECONDS": (int, float),
     "TIMEOUT_SECONDS": (int, float, type(None)),
+    "TRANSACTIONAL_TIMEOUT_SECONDS": (int, float),
     "CANCEL_GRACE_SECONDS": (int, float),
     "ASYNC_CONCURRENCY": (int,),
     "ASYNC_BLOCK_WARNING_SECONDS": (int, float),
@@ -155,6 +170,8 @@ _TYPES = {
     "NOTIFY_PER_SECOND": (int, float, type(None)),
     "CLAIMERS_PER_NOTIFY": (int, type(None)),
     "LISTEN_DATABASE": (str, type(None)),
+    "WAIT_POLL_MIN_SECONDS": (int, float),
+    "WAIT_POLL_MAX_SECONDS": (int, float),
     "READ_DATABASE": (str, type(None)),
     "MAINTENANCE_INTERVAL_SECONDS": (int, float),
     "MAINTENANCE_BATCH_SIZE": (int,),
@@ -249,13 +266,17 @@ def _check_ranges(conf: QueueSettings) -> None:
                         f"{MAX_ASYNC_CONCURRENCY:,}")
     if conf.ASYNC_BLOCK_WARNING_SECONDS <= 0:
         problems.append("ASYNC_BLOCK_WARNING_SECONDS must be positive")
+    if conf.WAIT_POLL_MIN_SECONDS > conf.WAIT_POLL_MAX_SECONDS:
+        problems.append("WAIT_POLL_MIN_SECONDS must not exceed WAIT_POLL_MAX_SECONDS")
     if conf.MIN_RETRY_DELAY_SECONDS > conf.MAX_RETRY_DELAY_SECONDS:
         problems.append("MIN_RETRY_DELAY_SECONDS must not exceed MAX_RETRY_DELAY_SECONDS")
     if not 0 <= conf.RETRY_JITTER <= 1:
         problems.append("RETRY_JITTER must be a fraction from 0 to 1")
     for key in ("LEASE_SECONDS", "POLL_INTERVAL_SECONDS", "MAINTENANCE_INTERVAL_SECONDS",
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
-                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS"):
+                "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
+                "PROGRESS_INTERVAL_SECONDS", "TRANSACTIONAL_TIMEOUT_SECONDS",
+                "WAIT_POLL_MIN_SECONDS", "WAIT_POLL_MAX_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

@@ -3,6 +3,9 @@
 from contextvars import ContextVar
 
 _current_job: ContextVar = ContextVar("django_sqlqueue_current_job", default=None)
+#: The durable steps of the current run (``run/steps.py``): None until its first step, so a run
+#: that takes none reads nothing. The runner sets it to None at each run's start.
+_current_steps: ContextVar = ContextVar("django_sqlqueue_current_steps", default=None)
 
 
 def current_job():

@@ -44,6 +44,11 @@ class InvalidRetryPolicy(InvalidJob):
     """max_attempts or a retry delay is out of range."""
 
 
+class InvalidTransactional(InvalidJob):
+    """``transactional`` is not a bool, or a transactional job's time limit is none or longer
+    than ``SQLQUEUE["TRANSACTIONAL_TIMEOUT_SECONDS"]``."""
+
+
 class InvalidUniqueKey(InvalidJob):
     """The unique key is not a non-empty string of at most 255 characters, or its
     ``unique_states`` or ``unique_period`` is not valid."""
@@ -105,6 +110,11 @@ class JobCancelled(SQLQueueError):
     after seeing ``current_job().cancel_requested``; returning works as well."""
 
 
+class WaitTimeout(SQLQueueError, TimeoutError):
+    """A wait for a job (``Job.wait_finished``, a workflow's or a ``django.tasks`` result's)
+    ran out of time before the job finished. The job goes on: wait again, or cancel it."""
+
+
 class InvalidQueueLimit(SQLQueueError, ValueError):
     """A queue limit is not a whole number of 0 or more, a rate period is not above 0, or a key
     weight is not a number above 0."""
@@ -113,3 +123,8 @@ class InvalidQueueLimit(SQLQueueError, ValueError):
 class InvalidWorkflow(InvalidJob):
     """A workflow (chain, group, chord, Workflow) is empty, names a step of another workflow,
     or gives a job an option a workflow's job cannot have (a unique key)."""
+
+
+class StepError(SQLQueueError, RuntimeError):
+    """A durable step (``step``, ``astep``) was called where it cannot be recorded: outside a
+    job, with a name already taken in this run, or with a name that is empty or too long."""

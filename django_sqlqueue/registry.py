@@ -14,7 +14,7 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import QueueSettings, get_settings
-from .enqueue import building, on_commit
+from .enqueue import building, on_commit, validation
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
 from .workflows.canvas import Signature
@@ -174,6 +174,7 @@ def _check_options_now(task) -> None:
     """Check a task's options at import time, so that a bad one fails there, not at the first
     enqueue. With invalid settings, against the default settings instead: the import must not
     fail, so that ``manage.py check`` can report sqlqueue.E001 in one line."""
+    validation.not_async_transactional(task.name, task.is_async, task.options)
     try:
         task.job_defaults()
     except ImproperlyConfigured:

@@ -34,11 +34,29 @@ if SYSTEM == "sqlqueue":
         _write(i)
 
     @job
-    def nap(ms=0):
-        """A job that takes ``ms`` milliseconds without using the CPU (fairness_pickup.py)."""
+    def nap(seconds=0.05):
+        """The wait_latency scenario's job: long enough that its waiter waits before it ends."""
         import time
 
-        time.sleep(ms / 1000)
+        time.sleep(seconds)
+
+    @job(transactional=True)
+    def write_transactional(i=0):
+        """write, its row committed with its completion (the drain_transactional scenario)."""
+        _write(i)
+
+    # The workflow scenarios (benchmarks/workflows.py).
+    @job
+    def step(previous):
+        return previous + 1
+
+    @job
+    def chain_done(previous, tag=""):
+        record_pickup(f"{tag}:{previous}")
+
+    @job
+    def fanin_done(results, tag=""):
+        record_pickup(f"{tag}:{sum(result is not None for result in results)}")
 
 elif SYSTEM == "django_tasks_db":
     from django.tasks import task

@@ -15,12 +15,13 @@ from celery import group
 from django.db import transaction
 
 from .. import harness
+from ..workflows import WorkflowSystem
 from . import _django, _redis
 
 NAME = "celery"
 
 
-class System(_redis.RedisSystemMixin, harness.System):
+class System(_redis.RedisSystemMixin, WorkflowSystem, harness.System):
     name = NAME
     label = "Celery + Redis"
     notes = [
@@ -71,6 +72,32 @@ class System(_redis.RedisSystemMixin, harness.System):
     def enqueue_pickup(self, key):
         with transaction.atomic():
             self.tasks.pickup.delay_on_commit(key)
+
+    # workflows (benchmarks/workflows.py): Celery's chord and chain, on the app of
+    # benchmarks/celery_workflows.py (the same broker, and a Redis result backend) -------------
+    def enqueue_fanin(self, n, tag):
+        from celery import chord
+
+        from benchmarks import celery_workflows as flows
+
+        chord(group(flows.step.s(i) for i in range(n)), flows.fanin_done.s(tag=tag)).apply_async()
+
+    def enqueue_chain(self, n, tag):
+        from celery import chain
+
+        from benchmarks import celery_workflows as flows
+
+        chain(flows.step.s(0), *(flows.step.s() for _ in range(n - 2)),
+              flows.chain_done.s(tag=tag)).apply_async()
+
+    workflow_note = ("Celery's workflows run on the app of benchmarks/celery_workflows.py: the "
+                     "same broker and worker command, and a Redis result backend (on the same "
+                     "Redis), which chords need; its callback is released by a counter there.")
+
+    def workflow_worker_specs(self, processes):
+        # The same workers (pool, concurrency), started on the workflows' app.
+        return [([{"benchmarks.celery_app": "benchmarks.celery_workflows"}.get(a, a) for a in argv],
+                 env) for argv, env in self.worker_specs(processes)]
 
     def worker_specs(self, processes):
         argv = [sys.executable, "-m", "celery", "-A", "benchmarks.celery_app", "worker",

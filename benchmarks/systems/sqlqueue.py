@@ -3,6 +3,7 @@
 from django.db import connection, transaction
 
 from .. import dialects, harness
+from ..workflows import WorkflowSystem
 from . import _django
 
 NAME = "sqlqueue"
@@ -17,7 +18,7 @@ FROM generate_series(1, %s)
 """  # noqa: S608 - constant names only
 
 
-class System(harness.System):
+class System(WorkflowSystem, harness.System):
     name = NAME
     label = "django-sqlqueue"
     notes = []
@@ -34,6 +35,7 @@ class System(harness.System):
 
         self.tasks, self.Order, self.Job = tasks, Order, Job
         self.keys = None  # drain_keyed: jobs spread over this many concurrency keys
+        self.transactional = False  # drain_transactional: the write jobs are transactional
 
     def limit_keys(self, keys, key_limit):
         """The drain_keyed scenario: the next prefill spreads the jobs over ``keys`` concurrency
@@ -55,7 +57,8 @@ class System(harness.System):
 
     def reset(self):
         with connection.cursor() as cursor:
-            for table in (TABLE, "benchapp_order"):  # MariaDB truncates one table at a time
+            # MariaDB truncates one table at a time.
+            for table in (TABLE, "django_sqlqueue_jobdependency", "benchapp_order"):
                 cursor.execute(f"TRUNCATE {table}")
 
     def unfinished_sql(self):
@@ -73,7 +76,10 @@ class System(harness.System):
         self.tasks.noop.enqueue(i)  # Django's autocommit: the INSERT commits on its own
 
     def prefill_write(self, n):
-        self.prefill(n, task="benchmarks.benchapp.tasks.write")
+        if self.transactional:
+            self.prefill(n, task="benchmarks.benchapp.tasks.write_transactional")
+        else:
+            self.prefill(n, task="benchmarks.benchapp.tasks.write")
 
     def baseline_one(self, i):
         with transaction.atomic():
@@ -100,6 +106,13 @@ class System(harness.System):
                     [self.keys],
                 )
                 return
+            if self.transactional:  # as @job(transactional=True) makes them: the default limit
+                cursor.execute(
+                    f"INSERT INTO {TABLE} (task_name, payload, transactional, "  # noqa: S608
+                    f"timeout_seconds) SELECT %s, {payload}, TRUE, 30 FROM {numbers}",
+                    [task],
+                )
+                return
             cursor.execute(
                 f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
                 f"SELECT %s, {payload} FROM {numbers}",
@@ -110,10 +123,29 @@ class System(harness.System):
         with transaction.atomic():
             self.tasks.pickup.enqueue(key)
 
-    def worker_specs(self, processes, queue=None):
+    # workflows (benchmarks/workflows.py): one enqueue(), one transaction -----------------
+    def enqueue_fanin(self, n, tag):
+        from django_sqlqueue.workflows import chord, group
+
+        step, done = self.tasks.step, self.tasks.fanin_done
+        chord(group(step.s(i) for i in range(n)), done.s(tag=tag)).enqueue()
+
+    def enqueue_chain(self, n, tag):
+        from django_sqlqueue.workflows import chain
+
+        step = self.tasks.step
+        chain(step.s(0), *(step.s() for _ in range(n - 2)),
+              self.tasks.chain_done.s(tag=tag)).enqueue()
+
+    def worker_specs(self, processes, queue=None, transactional_batch=None,
+                     transactional_lanes=None):
         argv = _django.manage_argv("runworker", "--verbosity", "0")
         if queue:
             argv += ["--queue", queue]
+        if transactional_batch:
+            argv += ["--transactional-batch", str(transactional_batch)]
+        if transactional_lanes:
+            argv += ["--transactional-lanes", str(transactional_lanes)]
         if processes > 1:
             argv += ["--processes", str(processes)]
         return [(argv, _django.env(NAME, self.dsn))]

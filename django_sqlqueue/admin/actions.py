@@ -152,9 +152,10 @@ def delete_selected(modeladmin, request, queryset):
             if not batch:
                 break
             modeladmin.log_deletions(request, batch)
+            # The jobs, not their steps, which the delete cascades to and counts as well.
             deleted += queryset.model._default_manager.filter(
                 pk__in=[job.pk for job in batch]
-            ).delete()[0]
+            ).delete()[1].get(queryset.model._meta.label, 0)
         logger.info("admin action=delete user=%s deleted=%s", request.user.get_username(),
                     deleted)
         modeladmin.message_user(request, f"{plural(deleted)} deleted.", messages.SUCCESS)
@@ -172,9 +173,14 @@ def delete_selected(modeladmin, request, queryset):
         "total": sum(counts.values()),
         "running": counts.get(JobStatus.RUNNING, 0),
         "sample": queryset.order_by("-pk").only("pk", "task_name", "status", "queue")[:10],
-        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
-        "select_across": request.POST.get("select_across") == "1",
-        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        "submit": f"Yes, delete {plural(sum(counts.values()))}",
+        # The selection again, posted back with the confirmation (includes/confirm_form.html).
+        "hidden": [
+            *((admin.helpers.ACTION_CHECKBOX_NAME, pk)
+              for pk in request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME)),
+            *((("select_across", "1"),) if request.POST.get("select_across") == "1" else ()),
+            ("action", "delete_selected"),
+        ],
     }
     return TemplateResponse(
         request, "admin/django_sqlqueue/job/delete_selected_confirmation.html", context

@@ -10,6 +10,9 @@ script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
 retried shows as "failed, will retry" in the counts instead.
 
+Under the queues table, each ``runworker --autoscale`` supervisor's last changes
+(models.ScaleEvent): when, from how many processes to how many, and why.
+
 The per-queue table's columns are ``QUEUE_COLUMNS``: one ``Column`` each, so a new one (paused
 queues, limits) is one line there.
 """
@@ -26,7 +29,7 @@ from django.utils import timezone
 from django.utils.dateformat import time_format
 
 from ..conf import get_settings
-from ..models import Job
+from ..models import Job, ScaleEvent
 from ..observability import fleet, snapshot
 from ..observability.replica import read_alias
 from ..queues import control as queue_control
@@ -203,6 +206,8 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         # What an autoscaler would want (docs/autoscaling.md), from the same snapshot.
         "desired_processes": scaling.desired(),
         "busy_percent": round(100 * scaling.busy_share),
+        # The last changes of each `runworker --autoscale` supervisor (one small read).
+        "scale_events": ScaleEvent.objects.using(alias).by_supervisor(),
         # Running jobs asked to cancel whose workers have not stopped them yet: read from the
         # (small) running set, and only while some job runs.
         "cancelling": (Job.objects.using(alias).cancelling().count() if totals["running"]

@@ -76,6 +76,20 @@ def when(value, now=None):
     )
 
 
+def progress_bar(progress, now=None):
+    """A job's latest progress (``Job.progress``): a bar when it has a total, then "3 of 10
+    (30%)", its message and how long ago it was written; None (the admin's dash) if none."""
+    if progress is None:
+        return None
+    amount = progress.amount
+    if progress.total is not None:
+        amount = format_html('<progress class="sq-progress" value="{}" max="{}"></progress> {}',
+                             progress.done, progress.total or 1, amount)
+    message = format_html(" &middot; {}", progress.message) if progress.message else ""
+    return format_html('{}{} <span class="sq-muted">({})</span>', amount, message,
+                       relative(progress.at, now))
+
+
 def when_short(value, now=None):
     """How far from now, with the timestamp as a tooltip: for list columns."""
     if value is None:

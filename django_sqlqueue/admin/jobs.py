@@ -19,12 +19,13 @@ from django.views.decorators.http import require_POST
 
 from ..models import Worker
 from ..statuses import JobStatus
-from . import actions, dashboard
+from . import actions, dashboard, workflow_page
 from .changelist import JobChangeList
 from .display import (
     between,
     breakable,
     pretty_json,
+    progress_bar,
     seconds_text,
     short_type,
     status_badge,
@@ -41,6 +42,7 @@ from .filters import (
     WorkflowFilter,
 )
 from .paginator import EstimatedCountPaginator
+from .step_detail import steps_detail
 from .workflow_detail import workflow_detail
 
 #: Actions offered as buttons on a job's page (deleting has Django's own button there).
@@ -76,11 +78,12 @@ class JobAdmin(admin.ModelAdmin):
 
     fieldsets = (
         (None, {"fields": (
-            "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
-            "tags_list", "worker_detail", "cancel_detail",
+            "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
+            "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail",
         )}),
         ("Workflow", {"fields": ("workflow",)}),
         ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
+        ("Steps", {"fields": ("steps_list",)}),
         ("Payload and result", {"fields": ("payload_json", "metadata_json", "result_json")}),
         ("Timings", {"fields": (
             "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
@@ -88,9 +91,10 @@ class JobAdmin(admin.ModelAdmin):
         )}),
     )
     readonly_fields = (
-        "status_badge", "task_name", "queue", "priority", "unique_key", "unique_slot",
-        "tags_list", "worker_detail", "cancel_detail", "workflow", "attempts_of_max",
-        "retry_policy", "errors_list", "payload_json", "metadata_json", "result_json",
+        "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
+        "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow",
+        "attempts_of_max", "retry_policy", "errors_list", "steps_list", "payload_json",
+        "metadata_json", "result_json",
         "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
         "timeout_seconds", "lease_expires", "claim_token",
     )
@@ -143,6 +147,10 @@ class JobAdmin(admin.ModelAdmin):
             return format_html("{} <span class='sq-muted'>cancelling</span>",
                                status_badge(job.status))
         return status_badge(job.status)
+
+    @admin.display(description="progress")
+    def progress_bar(self, job):
+        return progress_bar(job.progress)
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_of_max(self, job):
@@ -250,6 +258,10 @@ class JobAdmin(admin.ModelAdmin):
             ]},
         )
 
+    @admin.display(description="steps")
+    def steps_list(self, job):
+        return steps_detail(job)
+
     @admin.display(description="worker")
     def worker_detail(self, job):
         if not job.claimed_by:
@@ -323,6 +335,10 @@ class JobAdmin(admin.ModelAdmin):
                  name=f"{prefix}_dashboard_data"),
             path("<path:object_id>/act/<str:action>/", wrap(self.job_action_view),
                  name=f"{prefix}_act"),
+            path("workflow/<uuid:workflow_id>/", wrap(self.workflow_view),
+                 name=f"{prefix}_workflow"),
+            path("workflow/<uuid:workflow_id>/<str:action>/", wrap(self.workflow_action_view),
+                 name=f"{prefix}_workflow_act"),
             *super().get_urls(),
         ]
 
@@ -336,6 +352,22 @@ class JobAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return dashboard.data(self, request)
+
+    def workflow_view(self, request, workflow_id):
+        """A workflow's jobs in layers, with its actions (workflow_page.py)."""
+        return workflow_page.render(self, request, workflow_id)
+
+    def workflow_action_view(self, request, workflow_id, action):
+        """Cancel a workflow or retry its failed jobs, once confirmed (workflow_page.py)."""
+        return require_POST(self._workflow_action)(request, workflow_id, action)
+
+    def _workflow_action(self, request, workflow_id, action):
+        return workflow_page.act(self, request, workflow_id, action)
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, with a link to the workflow's page when it is filtered by one."""
+        return super().changelist_view(request, {
+            **(extra_context or {}), "workflow_url": workflow_page.url_of_filter(self, request)})
 
     def job_action_view(self, request, object_id, action):
         """A button on a job's page: the same action as in the list, for this one job."""

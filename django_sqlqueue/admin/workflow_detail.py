@@ -1,5 +1,6 @@
-"""A workflow's side of a job's page (docs/workflows.md): its workflow, its parents and
-children with their states, and, for a waiting job, what it waits for."""
+"""A workflow's side of a job's page (docs/workflows.md): its workflow (a link to the workflow's
+page, workflow_page.py, and to its jobs in the list), its parents and children with their states,
+and, for a waiting job, what it waits for."""
 
 from urllib.parse import urlencode
 
@@ -28,8 +29,11 @@ def workflow_detail(job, site_name: str):
     children = list(jobs.filter(parent_links__parent_id=job.pk).order_by("pk")
                     .values_list("pk", "task_name", "status")[:MAX_CHILDREN + 1])
     url = reverse("admin:django_sqlqueue_job_changelist", current_app=site_name)
-    parts = [format_html('<a href="{}?{}">workflow {}</a>', url,
-                         urlencode({"workflow": str(job.workflow_id)}), job.workflow_id)]
+    page = reverse("admin:django_sqlqueue_job_workflow", args=[job.workflow_id],
+                   current_app=site_name)
+    parts = [format_html('<a href="{}">workflow {}</a> (<a href="{}?{}">its jobs in the list</a>)',
+                         page, job.workflow_id, url,
+                         urlencode({"workflow": str(job.workflow_id)}))]
     if job.status == JobStatus.WAITING:
         unfinished = [pk for pk, _ in edges
                       if parents.get(pk, ("", JobStatus.SUCCEEDED))[1] not in FINISHED_STATUSES]

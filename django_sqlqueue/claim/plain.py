@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..db import ops, returning
+from ..run import progress
 from ..statuses import JobStatus
 from .rows import rows_to_models
 
@@ -92,4 +93,7 @@ def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
 
 @functools.lru_cache(maxsize=16)
 def _returned_fields(model, set_fields) -> tuple:
-    return tuple(f.name for f in model._meta.concrete_fields if f.name not in set_fields)
+    # Nor the progress columns, which a job writes and rarely reads: the claim statement stays
+    # what it was before them; on the claimed job they are deferred (loaded when read).
+    return tuple(f.name for f in model._meta.concrete_fields
+                 if f.name not in set_fields and f.name not in progress.COLUMNS)

@@ -10,21 +10,22 @@ them, ``__init__`` with its two signal sends cost more than everything else in P
 import functools
 import inspect
 
-from django.db.models import signals
+from django.db.models import DEFERRED, signals
 from django.db.models.base import ModelState
 
 
 def new_instance(model, attrs: dict, *, db=None, adding=True, direct=None):
     """What ``model(**attrs)`` (``adding``) or ``Model.from_db(db, ...)`` makes; ``attrs`` maps
-    every concrete field's attname to its value, and may become the instance's ``__dict__``:
-    pass a dict of your own. ``direct``: ``builds_directly(model)``, checked once by a caller
-    that builds many instances (default: checked here)."""
+    every concrete field's attname to its value (one left out is deferred), and may become the
+    instance's ``__dict__``: pass a dict of your own. ``direct``: ``builds_directly(model)``,
+    checked once by a caller that builds many instances (default: checked here)."""
     if builds_directly(model) if direct is None else direct:
         instance = model.__new__(model)
         instance.__dict__ = attrs  # not copied: one dict fewer per instance
         state = instance._state = ModelState()
     else:
-        instance = model(*[attrs[name] for name in attnames(model)])
+        # A field left out stays deferred, as Model.from_db leaves it.
+        instance = model(*[attrs.get(name, DEFERRED) for name in attnames(model)])
         state = instance._state
     state.adding = adding
     state.db = db

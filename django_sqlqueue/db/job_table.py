@@ -71,6 +71,15 @@ INDEXES = [
         name="sqlqueue_job_ready_by_key",
         condition=Q(status__in=READY_STATUSES),
     ),
+    # The claim of a worker's transactional lane (worker/transactional_lane.py): ready
+    # transactional rows in claim order. Partial, so a job that is not transactional adds no
+    # entry (MariaDB, which has no partial index, has none: there the lane reads the ready
+    # index of every queue and skips the other jobs).
+    models.Index(
+        fields=["-priority", "run_at", "id"],
+        name="sqlqueue_job_ready_transact",
+        condition=Q(status__in=READY_STATUSES, transactional=True),
+    ),
     # The lease rescuer's scan: running rows by lease expiry. Partial, so it stays as
     # small as the number of jobs running right now.
     models.Index(

@@ -4,6 +4,7 @@ partial indexes and no ``UPDATE ... RETURNING``, so most statements are the step
 
 import functools
 import json
+import math
 from typing import NamedTuple
 
 from . import mariadb_statements as statements
@@ -149,6 +150,13 @@ class MariaDBDriver(DatabaseDriver):
         quote = self.connection.ops.quote_name
         return statements.delete_jobs(quote(model._meta.db_table), quote(model._meta.pk.column),
                                       picked_ids_sql)
+
+    def bound_transaction(self, *, seconds: float) -> list:
+        # MariaDB has no SET LOCAL: the session's settings, on the lane's own connection, which
+        # runs nothing else. Whole seconds; the server closes a transaction idle that long.
+        whole = max(1, math.ceil(seconds))
+        return [("SET SESSION idle_transaction_timeout = %s, max_statement_time = %s",
+                 [whole, float(whole)])]
 
     def repeatable_read(self) -> str | None:
         # Before the transaction's first statement, which is when it begins.

@@ -5,8 +5,14 @@ job table's storage parameters (migration 0011)."""
 import json
 import re
 
+from ..statuses import FINISHED_STATUSES
 from .base import DatabaseDriver
 from .pieces import NOW, NOW_PLUS, PARAM, outcome_row
+
+#: Where the outcome write announces that an awaited job ended (payload: its id), for the
+#: waiters' listener (waiting/listener.py).
+FINISHED_CHANNEL = "django_sqlqueue_finished"
+_FINISHED = ", ".join(f"'{status.value}'" for status in FINISHED_STATUSES)
 
 #: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
 #: table was first analyzed). Parameter: the quoted table name.
@@ -107,6 +113,17 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- writes -----------------------------------------------------------------------------
 
+    def status_written(self, col: dict, job: str) -> str:
+        """The status, and for a job someone waits for (``awaited``) that ended, its id sent
+        on FINISHED_CHANNEL (delivered at commit; dropped on rollback). A job nobody waits for
+        costs the read of a boolean it already has in hand: no NOTIFY, so no server-wide
+        lock at commit (enqueue/notify.py). Measured on a 200-row batch of successes, 300 runs
+        each, alternating: p50 2.84 ms without this CASE, 2.74 ms with it (noise)."""
+        status = f"{job}{col['status']}"
+        return (f"CASE WHEN {job}{col['awaited']} AND {status} IN ({_FINISHED}) "  # noqa: S608
+                f"THEN (SELECT {status} FROM pg_notify('{FINISHED_CHANNEL}', "
+                f"{job}{col['id']}::text)) ELSE {status} END")
+
     def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """The rows travel as one JSON document that ``json_to_recordset`` turns into typed
         columns: one parameter whatever the batch size, built by ``json.dumps`` in C."""
@@ -152,6 +169,13 @@ class PostgreSQLDriver(DatabaseDriver):
         # SET LOCAL statement_timeout takes no parameter: its function does.
         return ("SELECT set_config('statement_timeout', %s, true)",
                 [str(max(1, round(seconds * 1000)))])
+
+    def bound_transaction(self, *, seconds: float) -> list:
+        # Both SET LOCAL: they end with the transaction. An idle session past its limit is
+        # closed by the server, which rolls the transaction back and frees its locks.
+        ms = str(max(1, round(seconds * 1000)))
+        return [("SELECT set_config('statement_timeout', %s, true), "
+                 "set_config('idle_in_transaction_session_timeout', %s, true)", [ms, ms])]
 
     def repeatable_read(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"

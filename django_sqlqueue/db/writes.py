@@ -15,7 +15,8 @@ class WriteStatements:
 
     #: The job columns the outcome write names.
     OUTCOME_FIELDS = ("id", "claim_token", "status", "result", "errors", "run_at", "finished_at",
-                      "lease_expires_at", "max_attempts", "cancel_requested_at", "interruptions")
+                      "lease_expires_at", "max_attempts", "cancel_requested_at", "interruptions",
+                      "awaited")
 
     def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """Write the outcomes of many running jobs in one statement, each fenced; (sql, params).
@@ -63,7 +64,12 @@ class WriteStatements:
         return (f"WHERE {job}{col['id']} = {value['id']} "
                 f"AND {job}{col['claim_token']} = {value['token']} "
                 f"AND {job}{col['status']} = '{JobStatus.RUNNING.value}' "
-                f"RETURNING {job}{col['id']}, {job}{col['status']}")
+                f"RETURNING {job}{col['id']}, {self.status_written(col, job)}")
+
+    def status_written(self, col: dict, job: str) -> str:
+        """The status record_outcomes returns: the column as written. A driver that wakes
+        waiters (PostgreSQL) sends NOTIFY from here for an awaited job that ended."""
+        return f"{job}{col['status']}"
 
     def values_params(self, fields, rows) -> list:
         """The parameters of a ``VALUES`` list: each value as its field saves it (a field of
@@ -251,6 +257,14 @@ class WriteStatements:
         """(sql, params) that limits each later statement of the current transaction to
         ``seconds`` (at least a millisecond); None where the database has no such limit."""
         return None
+
+    def bound_transaction(self, *, seconds: float) -> list:
+        """[(sql, params), ...] that end the current transaction, from the database's side,
+        once it has waited idle for ``seconds`` between statements or one statement ran that
+        long: how a transactional lane (worker/transactional_lane.py) bounds the row locks it
+        holds when a job hangs. Empty where the database has no such limit (SQLite: one writer,
+        whose lock a hung job holds until it returns)."""
+        return []
 
     def repeatable_read(self) -> str | None:
         """SQL text that makes the transaction just begun read one snapshot for all its

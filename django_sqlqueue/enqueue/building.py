@@ -32,7 +32,7 @@ ENQUEUE_OPTIONS = frozenset(
         "queue", "priority", "run_at", "delay", "max_attempts", "max_interruptions", "max_age",
         "unique_key",
         "retry_backoff", "retry_min_delay", "retry_max_delay", "retry_jitter", "timeout",
-        "concurrency_key", "unique_states", "unique_period", "tags", "metadata",
+        "transactional", "concurrency_key", "unique_states", "unique_period", "tags", "metadata",
     }
 )
 #: Options that describe one enqueue, not the task, so ``@job`` refuses them.
@@ -86,9 +86,11 @@ def job_defaults(task_name: str, options: dict, conf: QueueSettings | None = Non
             max_delay=option("retry_max_delay", conf.MAX_RETRY_DELAY_SECONDS),
             jitter=option("retry_jitter", conf.RETRY_JITTER),
         ),
-        "timeout_seconds": None
-        if timeout is None
-        else validation.seconds(timeout, "timeout", allow_zero=False),
+        "timeout_seconds": validation.transactional_timeout(
+            option("transactional", False),
+            None if timeout is None else validation.seconds(timeout, "timeout", allow_zero=False),
+            conf),
+        "transactional": option("transactional", False),
         # A task's own key (its jobs share the per-key limits of their queue); an enqueue may
         # give another.
         "concurrency_key": validation.concurrency_key(options.get("concurrency_key")) or "",
@@ -104,6 +106,8 @@ def prepare_job(model, task, args, kwargs, options=None):
     """An unsaved, complete ``model`` (Job) of ``task``, a registered Task; ``options`` are the
     enqueue options of this call (names already checked), over the task's own."""
     merged = {**task.options, **options} if options else task.options
+    if task.is_async:
+        validation.not_async_transactional(task.name, task.is_async, merged)
     if not options or CHEAP_OPTIONS.issuperset(options):
         defaults = task.job_defaults()  # checked once per task
     else:  # this call changes some of the task's options: check them together
@@ -175,7 +179,7 @@ def new_job_state() -> dict:
     complete and equal to its row before it is inserted. A new dict each time (``errors`` is a
     list of the job's own)."""
     return {"status": JobStatus.QUEUED, "attempts": 0, "interruptions": 0, "errors": [],
-            "parents_pending": 0}
+            "parents_pending": 0, "awaited": False}
 
 
 def job_fields(task_name: str, args, kwargs, *, now=None, **options) -> dict:

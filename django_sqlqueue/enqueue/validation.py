@@ -30,6 +30,7 @@ from ..exceptions import (
     InvalidRetryPolicy,
     InvalidSchedule,
     InvalidTags,
+    InvalidTransactional,
     InvalidUniqueKey,
 )
 from ..statuses import KEY_HOLDING_STATUSES, JobStatus
@@ -215,6 +216,35 @@ def seconds(value, name: str, *, error=InvalidSchedule, allow_zero=True) -> floa
         limit = "zero or more" if allow_zero else "more than zero"
         raise error(f"{name} is {value!r} seconds; it must be {limit}.")
     return float(value)
+
+
+def transactional_timeout(transactional, timeout: float | None, conf) -> float | None:
+    """The ``timeout_seconds`` a job stores: ``timeout`` as given, and for a transactional job
+    (which holds its row's lock while it runs) the setting's limit when it gives none; a
+    longer one is refused, naming the fix."""
+    if not isinstance(transactional, bool):
+        raise InvalidTransactional(f"transactional must be True or False, not {transactional!r}.")
+    if not transactional:
+        return timeout
+    limit = conf.TRANSACTIONAL_TIMEOUT_SECONDS
+    if timeout is None:
+        return float(limit)
+    if timeout > limit:
+        raise InvalidTransactional(
+            f"a transactional job holds its row locked while it runs, so its timeout is at most "
+            f'SQLQUEUE["TRANSACTIONAL_TIMEOUT_SECONDS"] ({limit:g} s), not {timeout:g} s: make '
+            "it a normal job (transactional=False, with an idempotency key for its effects), "
+            "or give it a shorter timeout.")
+    return timeout
+
+
+def not_async_transactional(task_name: str, is_async: bool, options: dict) -> None:
+    """InvalidTransactional for an ``async def`` task made transactional: the event loop runs it
+    on connections of other threads, outside the transaction that would hold its effects."""
+    if is_async and options.get("transactional"):
+        raise InvalidTransactional(
+            f"{task_name} is an async function and cannot be transactional: its database calls "
+            "run on other threads' connections. Make it a sync function, or a normal job.")
 
 
 def run_at(when, delay, now: dt.datetime) -> dt.datetime:

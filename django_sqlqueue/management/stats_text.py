@@ -1,5 +1,7 @@
 """``manage.py stats`` as text: one line per queue, aligned, for a terminal or a log."""
 
+from django.utils import timezone
+
 from ..observability.durations import seconds_text
 from ..observability.snapshot import EXACT_LIMIT
 from ..statuses import JobStatus
@@ -91,3 +93,22 @@ def tagged_json(tags, stats: dict) -> dict:
                            for status in JobStatus.values},
                 "lag_seconds": queue_stats.lag_seconds}
         for queue, queue_stats in stats.items()}}
+
+
+def job_line(job, now=None) -> str:
+    """One job for ``stats --job``: "job 42 shop.tasks.report running: 3,000 of 10,000 (30%),
+    'rows', 2 s ago"."""
+    head = f"job {job.pk} {job.task_name} {job.status}"
+    progress = job.progress
+    if progress is None:
+        return f"{head}: no progress reported"
+    message = f", {progress.message!r}" if progress.message else ""
+    age = ((now or timezone.now()) - progress.at).total_seconds()
+    return f"{head}: {progress.amount}{message}, {seconds_text(max(age, 0))} ago"
+
+
+def job_json(job) -> dict:
+    """One job for ``stats --job --json``: id, task, status and progress (or null)."""
+    progress = job.progress
+    return {"id": job.pk, "task": job.task_name, "status": job.status,
+            "progress": progress.as_dict() if progress else None}

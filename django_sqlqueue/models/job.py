@@ -7,10 +7,12 @@ from django.db.models.functions import Now
 
 from ..conf import QueueSettings
 from ..db import job_table
-from ..run import outcomes
+from ..run import outcomes, progress
 from ..statuses import FINISHED_STATUSES, JobStatus
+from ..waiting import waiter
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
+from .step import record_step, recorded_step, recorded_steps
 
 #: The built-in settings: the database defaults of the columns (not the project's SQLQUEUE).
 _defaults = QueueSettings()
@@ -97,6 +99,24 @@ class Job(models.Model):
     # a waiting job is queued when that reaches 0 (workflows/settle.py).
     workflow_id = models.UUIDField(null=True, blank=True, editable=False)
     parents_pending = models.PositiveIntegerField(db_default=0, editable=False)
+    # The latest progress the job reported (run/progress.py: written at most every
+    # PROGRESS_INTERVAL_SECONDS, fenced by the claim token); all NULL until it reports. A retry
+    # keeps the last attempt's value until the new attempt reports. Plain BigIntegerFields, not
+    # Positive ones: their CHECK would make PostgreSQL scan the table under its lock when the
+    # column is added; report_progress checks the sign.
+    progress_done = models.BigIntegerField(null=True, blank=True, editable=False)
+    progress_total = models.BigIntegerField(null=True, blank=True, editable=False)
+    progress_message = models.CharField(  # noqa: DJ001 - NULL: never reported
+        max_length=progress.MAX_MESSAGE_CHARS, null=True, blank=True, editable=False)
+    progress_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A transactional job (docs/transactional-jobs.md) runs inside the transaction that writes
+    # its outcome: its own writes and its completion commit together, or neither does.
+    transactional = models.BooleanField(db_default=False)
+    # Someone waits for this job where NOTIFY can wake them (PostgreSQL, waiting/): the outcome
+    # write that gives it a final status sends its id on the channel waiters LISTEN to. Set by
+    # the first waiter, never cleared; false for every job nobody waits for, which the outcome
+    # write then reads and does nothing more for.
+    awaited = models.BooleanField(db_default=False, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -170,6 +190,22 @@ class Job(models.Model):
                                          "cancelled_by"])
         return applied
 
+    # ---- waiting (docs/waiting.md) ---------------------------------------------------------
+    def wait_finished(self, *, timeout: float | None) -> "Job":
+        """Block until this job has a final status (succeeded, exhausted, cancelled, expired),
+        then return it read again: its ``status``, ``result`` and ``errors`` say how it ended.
+        Raises ``WaitTimeout`` after ``timeout`` seconds (None: no limit); the job goes on.
+        Woken by NOTIFY on PostgreSQL, by a short adaptive poll elsewhere."""
+        waiter.wait(type(self), self._state.db or "default", [self.pk], timeout=timeout)
+        self.refresh_from_db()
+        return self
+
+    async def await_finished(self, *, timeout: float | None) -> "Job":
+        """``wait_finished``'s async twin: it never blocks the event loop."""
+        await waiter.await_(type(self), self._state.db or "default", [self.pk], timeout=timeout)
+        await self.arefresh_from_db()
+        return self
+
     # ---- workflows (docs/workflows.md) ----------------------------------------------------
     def parent_results(self) -> list:
         """The results of this job's parents in a workflow, in their order (a chord's group
@@ -185,6 +221,31 @@ class Job(models.Model):
     def children(self):
         """The jobs that wait for this one in a workflow."""
         return Job.objects.using(self._state.db).filter(parent_links__parent=self).order_by("pk")
+
+    # ---- durable steps (docs/steps.md): what run/steps.py reads and writes --------------
+    def recorded_steps(self) -> dict:
+        """The results of this job's recorded steps by name (one query)."""
+        return recorded_steps(self)
+
+    def recorded_step(self, name: str):
+        """The recorded result of this job's step ``name``."""
+        return recorded_step(self, name)
+
+    def record_step(self, name: str, result, **times) -> None:
+        """Record a completed step (IntegrityError: another run recorded it first)."""
+        record_step(self, name, result, **times)
+
+    @property
+    def progress(self) -> "progress.Progress | None":
+        """The latest progress this job reported (``done``, ``total``, ``fraction``,
+        ``percent``, ``message``, ``at``), as last read from the row; None if it never did."""
+        deferred = self.get_deferred_fields().intersection(progress.COLUMNS)
+        if deferred and self.pk is not None:  # a claimed job: one query for the four
+            self.refresh_from_db(fields=sorted(deferred))
+        if self.progress_at is None or self.progress_done is None:
+            return None
+        return progress.Progress(self.progress_done, self.progress_total,
+                                 self.progress_message or "", self.progress_at)
 
     @property
     def cancel_requested(self) -> bool:

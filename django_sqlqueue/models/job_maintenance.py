@@ -15,6 +15,7 @@ from ..db.clock import DatabaseNow
 from ..statuses import JobStatus
 from ..workflows.settle import settle
 from .dependency import JobDependency
+from .step import JobStep
 
 #: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
@@ -118,17 +119,14 @@ class JobMaintenance:
     def delete_in_batches(self, batch_size=1000, *, progress=None, statement_timeout=None) -> int:
         """Delete this queryset's jobs ``batch_size`` at a time, in id order, each batch its own
         short transaction (a savepoint inside the caller's), so no statement holds locks on many
-        rows for long, with the workflow edges whose child it deleted; ``progress(deleted_so_far)``
+        rows for long (``delete_batch``: with their steps and the edges whose child it deleted);
+        ``progress(deleted_so_far)``
         is called after each batch. On PostgreSQL each batch's statements may take at most
         ``statement_timeout`` seconds (None: no limit). Returns how many were deleted."""
         deleted, after = 0, None
         while True:
             with short_transaction(self._write_alias(), statement_timeout):
                 ids = self.delete_batch(batch_size, after=after)
-                if ids:  # the workflow edges of the jobs deleted as children (their parents
-                    # may be gone already): one DELETE by the edges' index on the child
-                    JobDependency.objects.using(self._write_alias()).filter(
-                        child_id__in=ids).delete()
             deleted += len(ids)
             if ids:
                 after = max(ids)
@@ -139,7 +137,9 @@ class JobMaintenance:
 
     def delete_batch(self, limit, *, after=None) -> list:
         """Delete up to ``limit`` of this queryset's jobs, lowest ids first and only ids above
-        ``after`` if given, in one statement; returns the deleted ids.
+        ``after`` if given, in one statement (and their steps and workflow edges in two more);
+        returns the deleted ids. Call it inside a transaction (``short_transaction``), as the
+        cleaner does.
 
         Walking the ids (``after`` = the highest id deleted so far) keeps each batch's cost flat:
         the rows deleted by earlier batches are behind the walk, not scanned again.
@@ -155,4 +155,12 @@ class JobMaintenance:
             self.model, picked_sql=picked_sql, picked_params=picked_params)
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
-            return [row[0] for row in cursor.fetchall()]
+            ids = [row[0] for row in cursor.fetchall()]
+        if ids:  # in the caller's transaction: their durable steps (one DELETE by the steps'
+            # unique index, which the job leads) and the workflow edges of the jobs deleted as
+            # children (their parents may be gone already; one DELETE by the edges' index on
+            # the child). Here, not in delete_in_batches, so that the worker's cleaner, which
+            # calls this, leaves no edge behind either.
+            JobStep.objects.using(alias).filter(job_id__in=ids).delete()
+            JobDependency.objects.using(alias).filter(child_id__in=ids).delete()
+        return ids

@@ -139,26 +139,31 @@ def write(changes: list, alias: str) -> set:
         written = dict(returning.fetch(connection, statement, params))  # id -> status written
     for job, change in changes:
         if job.pk in written:
-            job.status = written[job.pk]
-            job.result = change.result
-            job.lease_expires_at = None
-            job.finished_at = change.finished_at
+            apply(job, change, written[job.pk])
             if job.status == JobStatus.CANCELLED and job.finished_at is None:
                 job.finished_at = timezone.now()  # the database's time differs a little
-            if change.errors is not None:
-                job.errors = change.errors
-            if change.run_at is not None:
-                job.run_at = change.run_at
-            if change.give_back:
-                job.max_attempts += 1
-            if change.interrupted:
-                job.interruptions += 1
     applied = set(written)
-    _send_retried(changes, applied, model)
+    send_retried(changes, applied, model)
     return applied
 
 
-def _send_retried(changes, applied, model) -> None:
+def apply(job, change: Transition, status) -> None:
+    """``change``, written with ``status``, onto ``job`` in memory, as the row now has it."""
+    job.status = status
+    job.result = change.result
+    job.lease_expires_at = None
+    job.finished_at = change.finished_at
+    if change.errors is not None:
+        job.errors = change.errors
+    if change.run_at is not None:
+        job.run_at = change.run_at
+    if change.give_back:
+        job.max_attempts += 1
+    if change.interrupted:
+        job.interruptions += 1
+
+
+def send_retried(changes, applied, model) -> None:
     """``job_retried`` for each written failure that runs again (an attempt given back by a
     reschedule or a release is not a retry)."""
     if not signals.has_receivers(signals.job_retried, model):

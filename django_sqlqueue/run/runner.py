@@ -3,8 +3,9 @@
 ``run(job)`` finds the job's adapter by its task name, calls the function, classifies what
 happened as an :class:`Outcome` (succeeded, failed, aborted, rescheduled), checks it (a bad
 ``Reschedule``, a result that is not JSON), and has the adapter send its API's signals, once per
-attempt. It writes nothing to the database (after a database error it may check that the
-database still answers: outages.py); writing the outcome is the outcome writer's job
+attempt. It writes nothing to the database but the job's last unreported progress
+(progress.py), before the outcome (after a database error it may check that the database still
+answers: outages.py); writing the outcome is the outcome writer's job
 (``outcomes.py`` says what each outcome writes, ``worker/outcome_writer.py`` writes them).
 
 An adapter is how one API's jobs are found and called. ``@job`` functions are built in
@@ -23,13 +24,15 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from .. import signals
-from ..context import _current_job
+from ..context import _current_job, _current_steps
 from ..db import outages
 from ..enqueue import validation
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from ..observability import tracing
 from ..registry import get_task
 from .cancellation import cancellable, cancelled_error, stop_requested
+from .progress import board as progress_board
+from .progress import write_final as write_final_progress
 
 # The logger has the name of the module's documented path, as the other moved modules' keep.
 logger = logging.getLogger("django_sqlqueue.runner")
@@ -218,7 +221,7 @@ def _run(job) -> Outcome:
         return _over(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
         _tell(attempt.started, attempt.job, "started")
-    token = _current_job.set(job)
+    token, steps = _current_job.set(job), _current_steps.set(None)  # steps: read at the first
     try:
         value = attempt.call()
     # Whatever the job raised is its own failure, BaseExceptions included: sys.exit(),
@@ -228,7 +231,9 @@ def _run(job) -> Outcome:
     except BaseException as exc:  # noqa: BLE001 - see above
         return _over(attempt, _raised(attempt, exc))  # in the except block: signals see it
     finally:
+        _current_steps.reset(steps)
         _current_job.reset(token)
+        write_final_progress(job)
     return _over(attempt, _returned(attempt, value))
 
 
@@ -257,13 +262,17 @@ async def _arun(job) -> Outcome:
         return await _off_loop(_over)(attempt, Outcome(OutcomeKind.CANCELLED))
     if attempt.sends_signals:
         await _off_loop(_tell)(attempt.started, attempt.job, "started")
-    token = _current_job.set(job)  # this task's own context: each job sees its own
+    # This task's own context: each job sees its own job and steps.
+    token, steps = _current_job.set(job), _current_steps.set(None)
     try:
         value = await cancellable(job, attempt.function)(*attempt.args, **attempt.kwargs)
     except BaseException as exc:  # noqa: BLE001 - as in _run
         return await _off_loop(_raised_and_over)(attempt, exc)
     finally:
+        _current_steps.reset(steps)
         _current_job.reset(token)
+        if progress_board.has_pending(job):  # no thread hop for a job that never reported
+            await _off_loop(write_final_progress)(job)
     outcome = _returned(attempt, value)
     if attempt.sends_signals or stop_requested(job):
         return await _off_loop(_over)(attempt, outcome)

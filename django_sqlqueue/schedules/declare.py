@@ -253,6 +253,8 @@ def job_template(spec: ScheduleSpec, conf: QueueSettings | None = None) -> tuple
         payload, max_age, task_name = fields["payload"], None, fields["task_name"]
     options = {key: fields[key] for key in JOB_OPTION_FIELDS}
     options["max_age_seconds"] = max_age
+    if fields.get("transactional"):  # named only when set, as tags below
+        options["transactional"] = True
     if isinstance(spec.task, JobTask):
         # The task's tags and metadata go with each tick's job; named only when set, so that
         # the rows of schedules without them stay as they were.

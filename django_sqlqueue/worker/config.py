@@ -16,6 +16,10 @@ from .log_format import FORMATS
 #: its own, and PostgreSQL allows 100 by default; past a few hundred, threads mostly wait on each
 #: other (the GIL) and the database. More work at once takes more processes or hosts.
 MAX_CONCURRENCY = 256
+#: Transactional jobs per lane transaction: each holds its row locked until the batch commits,
+#: and runs in a savepoint of it. PostgreSQL caches 64 subtransactions per session: past that,
+#: while the transaction is open, every snapshot in the database must read pg_subtrans.
+MAX_TRANSACTIONAL_BATCH = 64
 #: Worker processes under one supervisor; more than this belongs on more hosts.
 MAX_PROCESSES = 256
 
@@ -34,6 +38,10 @@ class WorkerConfig:
     autoscale: str | None = None  # "MIN:MAX" processes under the supervisor (--autoscale)
     burst: bool = False  # exit once nothing is ready
     max_jobs: int | None = None  # recycle the process after this many jobs
+    # Transactional jobs locked and run per transaction by the process's transactional lane
+    # (worker/transactional_lane.py); 0: no lane, they are claimed as any job.
+    transactional_batch: int = 0
+    transactional_lanes: int = 1  # lanes (threads, each with its connection) per process
     max_memory_mb: float | None = None  # recycle once the resident memory passes this
     poll_interval: float | None = None  # default SQLQUEUE["POLL_INTERVAL_SECONDS"]
     shutdown_timeout: float = 30.0  # on SIGTERM, how long running jobs may finish
@@ -80,6 +88,12 @@ class WorkerConfig:
         if not 0 <= self.async_concurrency <= MAX_ASYNC_CONCURRENCY:
             problems.append(f"--async-concurrency must be from 0 (async jobs on the threads) to "
                             f"{MAX_ASYNC_CONCURRENCY}, not {self.async_concurrency}")
+        if not 0 <= self.transactional_batch <= MAX_TRANSACTIONAL_BATCH:
+            problems.append(f"--transactional-batch must be from 0 (no lane) to "
+                            f"{MAX_TRANSACTIONAL_BATCH}, not {self.transactional_batch}")
+        if not 1 <= self.transactional_lanes <= MAX_CONCURRENCY:
+            problems.append(f"--transactional-lanes must be from 1 to {MAX_CONCURRENCY}, not "
+                            f"{self.transactional_lanes}")
         if self.max_jobs is not None and self.max_jobs < 1:
             problems.append(f"--max-jobs must be at least 1, not {self.max_jobs}")
         for option, value in [

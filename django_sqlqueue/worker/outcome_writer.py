@@ -49,15 +49,18 @@ class OutcomeWriter:
                                             daemon=True)
             self._thread.start()
 
-    def submit(self, job, outcome: Outcome) -> None:
-        """Write ``outcome`` of ``job`` (now, or with the next batch)."""
+    def submit(self, job, outcome: Outcome, *, at_once: bool = False) -> None:
+        """Write ``outcome`` of ``job`` (now, or with the next batch). ``at_once``: no other
+        outcome is on its way to share the write (the pool runs nothing else), so the writer
+        goes now rather than at the end of its ``interval``: waiting would only delay this
+        job's outcome, and with it whatever waits for it (the next step of a chain, a waiter)."""
         item = (job, outcome, _transition(job, outcome))
         if not self.batched:
             self._write([item])
             return
         with self._lock:
             self._pending.append(item)
-            if len(self._pending) >= self.max_batch:
+            if at_once or len(self._pending) >= self.max_batch:
                 self._full.set()
 
     def pending(self) -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from django.db import connections
 
 from ..observability import metrics
-from ..run import runner
+from ..run import runner, transactional
 from ..run.execution import report
 from .event_loop import EventLoop
 from .log_format import fields
@@ -328,10 +328,13 @@ class Pool:
         tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
         metrics.job_started(job)
         try:
-            outcome = runner.run(job)
+            if job.transactional:  # its success is written with its effects (run/transactional)
+                outcome, written = transactional.run_claimed(job, self.alias)
+            else:
+                outcome, written = runner.run(job), None
         finally:
             metrics.job_ran(job)
-        self.finish(entry, outcome)
+        self.finish(entry, outcome, written=written)
 
     def begin(self, job) -> HeldJob | None:
         """A thread or the loop starts ``job``: its entry, with its deadline, or None if it
@@ -345,9 +348,10 @@ class Pool:
             entry.deadline = entry.started_at + timeout if timeout else None
         return entry
 
-    def finish(self, entry: HeldJob, outcome) -> None:
+    def finish(self, entry: HeldJob, outcome, *, written: bool | None = None) -> None:
         """A thread or the loop is done with a job: its outcome goes to the writer (unless the
-        job timed out meanwhile), its slot is free."""
+        job timed out meanwhile, or ``written`` says whether it was written already: a
+        transactional job's success), its slot is free."""
         job = entry.job
         if outcome.kind == runner.OutcomeKind.INTERRUPTED:
             self.gate.close(f"job {job.pk}'s run was interrupted")
@@ -365,6 +369,9 @@ class Pool:
             elif not entry.timed_out:
                 entry.awaits_writer = True
                 self._unwritten += 1
+            # No other job is running or waiting to start: no outcome will come to share this
+            # one's write within the writer's interval.
+            alone = len(self._held) == self._unwritten
         if entry.timed_out:
             # The heartbeat failed this attempt; this late outcome is dropped (fenced anyway).
             logger.warning(
@@ -378,7 +385,15 @@ class Pool:
                 self.on_slot_free()
             return
         self.on_slot_free()  # the thread is free: the fetcher may claim for it
-        self.writer.submit(job, outcome)  # held (and its lease renewed) until written
+        if written is None:  # held (and its lease renewed) until written
+            self.writer.submit(job, outcome, at_once=alone)
+        else:
+            self.outcome_written(job, outcome, written)
+
+    def count_attempt(self) -> None:
+        """An attempt run outside the pool (a transactional lane's), counted with its own."""
+        with self._lock:
+            self.jobs_done += 1
 
     def forget(self, job) -> None:
         """Drop a held job whose thread or task failed around it (the lease brings it back)."""

@@ -22,6 +22,7 @@ from ..db import outages
 from ..db.clock import DatabaseNow
 from ..models import Job, Worker
 from ..observability import metrics
+from ..run import progress
 from . import identity, shutdown
 from .cancels import CancelWatcher
 from .config import WorkerConfig
@@ -32,10 +33,13 @@ from .pool import CLAIMED_AHEAD_MAX_WAIT, Pool
 from .reporting import OutcomeTally, WorkerReporting, resident_memory_mb
 from .resilience import TRANSIENT, Backoff, call_with_retry, drop_connection, run_every
 from .scheduler import Scheduler, SchedulerConfig
+from .transactional_lane import TransactionalLane, left_to_the_claim
 from .wakeup import Wakeup
 
 logger = logging.getLogger(__name__)
 RECYCLE_EXIT_CODE = 75  # EX_TEMPFAIL: "restart me" to the supervisor
+#: The longest the transactional lane waits after a step that found less than a batch.
+LANE_POLL_SECONDS = 0.05
 
 
 class WorkerProcess(WorkerReporting):
@@ -92,6 +96,12 @@ class WorkerProcess(WorkerReporting):
         self.scheduler = (Scheduler(SchedulerConfig(holder=self.worker_id), alias=self.alias)
                           if config.scheduler else None)
         self.schedules_synced = None  # scheduling.SyncResult of the sync at start
+        # Transactional jobs, with --transactional-batch: run by the lane, not claimed here.
+        self.lanes = [TransactionalLane(alias=self.alias, worker_id=self.worker_id,
+                                        batch=config.transactional_batch, queues=config.queues,
+                                        on_result=self._lane_finished)
+                      for _ in range(config.transactional_lanes if config.transactional_batch
+                                     else 0)]
         # The paused and limited queues (queue_limits.py), read again once per poll interval:
         # that is how soon every worker follows a pause, a resume or a new limit.
         self.controls = QueueControls(read_at=-float("inf"))
@@ -121,6 +131,10 @@ class WorkerProcess(WorkerReporting):
         # job's three).
         self._every(self.config.heartbeat_interval, self.heartbeat.run_once, "heartbeat",
                     until=self.finished, max_delay=self.config.heartbeat_interval / 2)
+        # The progress jobs report (run/progress.py): one write per interval for all of them,
+        # and no query at all while none reports.
+        self._every(get_settings().PROGRESS_INTERVAL_SECONDS, progress.board.flush, "progress",
+                    until=self.finished, keep_connection=True)
         threading.Thread(target=self.cancels.watch, name="sqlqueue-cancels", daemon=True,
                          kwargs={"until": self.finished, "due": self.cancels_due,
                                  "interval": self.config.heartbeat_interval}).start()
@@ -129,9 +143,20 @@ class WorkerProcess(WorkerReporting):
         if self.scheduler is not None:
             self._every(self.config.scheduler_interval, self.scheduler.run_once, "scheduler",
                         until=self.stopping, keep_connection=True)
+        lanes = [threading.Thread(target=lane.run, name=f"sqlqueue-lane-{n}", daemon=True,
+                                  kwargs={"until": self.stopping,
+                                          "poll_interval": min(self.config.poll_interval,
+                                                               LANE_POLL_SECONDS)})
+                 for n, lane in enumerate(self.lanes)]
+        for lane in lanes:
+            lane.start()
         try:
             self._fetch_loop()
         finally:
+            self.stopping.set()
+            deadline = time.monotonic() + self.config.shutdown_timeout
+            for lane in lanes:  # each one's batch commits (bounded by its jobs' time limits)
+                lane.join(max(0.0, deadline - time.monotonic()))
             self._shut_down()
         return self.exit_code()
 
@@ -214,7 +239,10 @@ class WorkerProcess(WorkerReporting):
         started = time.monotonic()
         # Paused or limited queues are claimed their own way (queue_limits.py), always in full.
         after = self.claim_bound.bound(started) if controls.unused else None
-        jobs = Job.objects.using(self.alias).claim(
+        claimable = Job.objects.using(self.alias)
+        if self.lanes:
+            claimable = left_to_the_claim(claimable, controls)
+        jobs = claimable.claim(
             self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
             controls=controls, after=after,
         )
@@ -265,6 +293,12 @@ class WorkerProcess(WorkerReporting):
         """Each attempt whose outcome was written (or lost), as execution.RunResult."""
         self.outcomes.add(result)
         metrics.job_finished(result.job, result.outcome, result.duration_seconds)
+
+    def _lane_finished(self, result) -> None:
+        """A transactional lane's attempt, committed: counted as the pool's are (heartbeats
+        report them to the autoscaler), then as any outcome."""
+        self.pool.count_attempt()
+        self._finished(result)
 
     def _maintain(self):
         metrics.jobs_rescued(self.maintenance.run_once().rescued)

@@ -9,11 +9,15 @@ each worker's increase while it stays alive); arrivals are completions plus the 
 due and running jobs. The window (at least a target wait, and three looks) spans a heartbeat or
 more, so a burst of reports does not read as a burst of work.
 
+Each change is also written to the ScaleEvent table (``record``: the admin dashboard shows each
+supervisor's last changes); a change happens whether or not it could be written.
+
 The supervisor may fork its children: it must hold no database connection then, so each look
-closes the connections it opened, pools included (``after_look``).
+and each record close the connections they opened, pools included (``after_look``).
 """
 
 import collections
+import os
 import socket
 import time
 from dataclasses import dataclass
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from django.db import router
 
 from ..conf import get_settings
-from ..models import Job
+from ..models import Job, ScaleEvent
 from ..observability import fleet
 from ..observability.autoscale import ScalerState, ScaleSettings, decide
 from .children import close_connections
@@ -37,7 +41,7 @@ class Sample:
 class Scaler:
     def __init__(self, *, settings: ScaleSettings, concurrency: int, queues, alias: str,
                  interval: float, measure=fleet.measure, clock=time.monotonic,
-                 after_look=close_connections, host: str | None = None):
+                 after_look=close_connections, host: str | None = None, record=None):
         self.settings = settings
         self.concurrency = concurrency  # this supervisor's --concurrency
         self.queues = queues  # None: every queue
@@ -47,6 +51,8 @@ class Scaler:
         self.clock = clock
         self.after_look = after_look
         self.host = host or socket.gethostname()  # of its children's Worker rows
+        # record(**change): keeps a change (default: a ScaleEvent row in ``alias``).
+        self.record = record or ScaleEvent.objects.db_manager(alias).record
         self.state = ScalerState()
         self.window = max(settings.target_wait, 3 * interval)
         self.samples: collections.deque = collections.deque()
@@ -88,6 +94,15 @@ class Scaler:
         self.last = decide(measurements, self.settings, self.state)
         self.state = self.last.state
         return self.last
+
+    def keep(self, processes_before: int, decision) -> None:
+        """Write the change that ``decision`` makes from ``processes_before`` (ScaleEvent)."""
+        try:
+            self.record(host=self.host, pid=os.getpid(), processes_before=processes_before,
+                        processes=decision.desired, action=decision.action,
+                        reason=decision.reason)
+        finally:
+            self.after_look()
 
     def busy_pids(self) -> set:
         """The pids of this host's workers that ran a job at the last look."""

@@ -129,6 +129,12 @@ class Supervisor:
                   f"{decision.reason}", "supervisor.autoscaled", action=decision.action,
                   processes_before=len(active), processes=decision.desired,
                   reason=decision.reason)
+        try:
+            self.scaler.keep(len(active), decision)  # the admin dashboard's last changes
+        except Exception as exc:  # noqa: BLE001 - not kept: the change happens all the same
+            self._say(f"supervisor: autoscale: could not record the change "
+                      f"({type(exc).__name__}: {exc})", "supervisor.autoscale_not_recorded",
+                      level="warning", error=f"{type(exc).__name__}: {exc}")
         if decision.desired > len(active):
             taken = set(self.children)
             free = (slot for slot in range(len(taken) + decision.desired) if slot not in taken)

@@ -21,6 +21,7 @@ from django.db import router, transaction
 from ..enqueue.validation import parent_results_given_first
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
+from ..waiting import waiter
 
 #: How a step receives its parents' results as its first argument (``Job.payload`` key
 #: ``"parent_results"``; the runner reads it): the one parent's result, or the list of them.
@@ -159,6 +160,29 @@ class EnqueuedWorkflow:
 
     id: uuid.UUID
     jobs: list = field(default_factory=list)
+
+    def final_jobs(self):
+        """The jobs no other job of the workflow waits for: a chain's last, a chord's
+        callback, a group's members."""
+        return _job_model().objects.using(self.jobs[0]._state.db).filter(
+            workflow_id=self.id, child_links__isnull=True).order_by("pk")
+
+    def wait_finished(self, *, timeout: float | None) -> list:
+        """Block until every one of ``final_jobs()`` has a final status, and return them read
+        again (a chain's or a chord's: one job, ``[callback]``). A job of the workflow that
+        fails for good cancels the jobs after it, so this returns then too. Raises
+        ``WaitTimeout`` after ``timeout`` seconds (None: no limit)."""
+        final = self.final_jobs()
+        waiter.wait(final.model, final.db, list(final.values_list("pk", flat=True)),
+                    timeout=timeout)
+        return list(final)
+
+    async def await_finished(self, *, timeout: float | None) -> list:
+        """``wait_finished``'s async twin."""
+        final = self.final_jobs()
+        pks = [pk async for pk in final.values_list("pk", flat=True)]
+        await waiter.await_(final.model, final.db, pks, timeout=timeout)
+        return [job async for job in final]
 
     def cancel(self, *, by=None) -> int:
         """Cancel every unfinished job of the workflow, running ones included."""

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 
-from django_sqlqueue import Reschedule, current_job, job, schedule
+from django_sqlqueue import Reschedule, current_job, job, report_progress, schedule
 
 from .models import Order, Report
 
@@ -120,3 +120,16 @@ def export_to_accounting(order_id):
     if current_job().attempts == 1:
         raise Reschedule(delay=1)
     return {"order_id": order_id, "exported": True}
+
+
+@job
+def export_catalogue(items=40, seconds_per_item=0.05):
+    """Export the catalogue, item by item, reporting its progress as it goes: the page at
+    /exports/ (shop/views.py) follows it with a progress bar.
+
+    ``report_progress`` costs no query: the worker writes the latest value a few times a second.
+    """
+    for done in range(1, items + 1):
+        time.sleep(seconds_per_item)  # stands for exporting one item
+        report_progress(done, items, f"exported item {done} of {items}")
+    return {"items": items, "file": "catalogue.csv"}

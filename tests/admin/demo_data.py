@@ -7,7 +7,7 @@ import random
 
 from django.utils import timezone
 
-from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.models import Job, JobStep, Worker
 
 TASKS = {
     "emails": ["shop.tasks.send_receipt", "shop.tasks.send_newsletter"],
@@ -154,6 +154,15 @@ def _recent(now, web1, web2) -> dict:
         errors=[_error(1, now - dt.timedelta(minutes=11), "smtplib.SMTPServerDisconnected",
                        "Connection unexpectedly closed", SMTP_TRACEBACK, web2.name)],
     )
+    # Its durable steps (docs/steps.md): two completed before the SMTP server hung up.
+    rendered = now - dt.timedelta(minutes=11, seconds=2)
+    for name, result, took in (
+            ("render", {"subject": "Your receipt for order 10460", "bytes": 18_422}, 0.21),
+            ("attach_invoice", "invoices/2026/10460.pdf", 1.34)):
+        JobStep.objects.create(job=notable["failed"], name=name, result=result, attempt=1,
+                               started_at=rendered, duration_seconds=took,
+                               finished_at=rendered + dt.timedelta(seconds=took))
+        rendered += dt.timedelta(seconds=took)
     job(9, task_name="shop.tasks.charge_card", queue="billing", status="failed", attempts=2,
         claimed_by=web1.name, run_at=now + dt.timedelta(seconds=50),
         claimed_at=now - dt.timedelta(minutes=1), errors=charge_errors[:2])
@@ -223,3 +232,57 @@ def seed_schedules(now=None) -> list:
         create("legacy-export", "shop.tasks.export_legacy", cron="@daily", runs=120,
                retired_at=now - dt.timedelta(days=1)),
     ]
+
+
+def seed_workflow(now=None):
+    """A month-end billing workflow caught mid-way, for the workflow page's screenshot: the
+    ledger exported; 120 charges after it (most done, some running, queued or retrying, one
+    failed for good, which cancelled its receipt); the billing report, which runs anyway,
+    waiting for the rest; the finance e-mail waiting for the report. Returns its id."""
+    import uuid
+
+    from django_sqlqueue.models import JobDependency
+
+    now = now or timezone.now()
+    workflow = uuid.UUID("5f0c2a4e-9b1d-4c3e-8a7f-2d6b1e0c9a31")
+    rng = random.Random(7)
+
+    def job(task, status, minutes_ago, parents=0, **fields):
+        at = now - dt.timedelta(minutes=minutes_ago)
+        done = status in ("succeeded", "exhausted")
+        return Job(task_name=task, queue="billing", status=status, workflow_id=workflow,
+                   payload={"args": [], "kwargs": fields.pop("kwargs", {})}, max_attempts=3,
+                   attempts=fields.pop("attempts", 0 if status in ("waiting", "queued") else 1),
+                   enqueued_at=now - dt.timedelta(minutes=40), run_at=at,
+                   claimed_at=at if status not in ("waiting", "queued") else None,
+                   finished_at=at + dt.timedelta(seconds=1) if done else None,
+                   parents_pending=parents, **fields)
+
+    export = job("shop.tasks.export_ledger", "succeeded", 38)
+    export.save()
+    statuses = ["succeeded"] * 96 + ["running"] * 12 + ["queued"] * 9 + ["failed"] * 2
+    statuses.insert(41, "exhausted")
+    charges = [job("shop.tasks.charge_card", status, rng.uniform(2, 30),
+                   attempts=3 if status == "exhausted" else 2 if status == "failed" else 1,
+                   kwargs={"order": 20_400 + n})
+               for n, status in enumerate(statuses)]
+    charges = Job.objects.bulk_create(charges)
+    failed = next(charge for charge in charges if charge.status == "exhausted")
+    receipt = job("shop.tasks.send_receipt", "cancelled", 20, attempts=0,
+                  cancelled_by=f"workflow: parent job {failed.pk} ended exhausted",
+                  kwargs={"order": 20_441})
+    unfinished = sum(status not in ("succeeded", "exhausted") for status in statuses)
+    report = job("shop.tasks.build_billing_report", "waiting", 0, parents=unfinished)
+    mail = job("shop.tasks.email_finance", "waiting", 0, parents=1)
+    receipt.finished_at = now - dt.timedelta(minutes=20)
+    for row in (receipt, report, mail):
+        row.save()
+    edges = [JobDependency(child=charge, parent=export, resolved_at=export.finished_at)
+             for charge in charges]
+    edges.append(JobDependency(child=receipt, parent=failed, resolved_at=failed.finished_at))
+    edges += [JobDependency(child=report, parent=charge, position=n, run_anyway=True,
+                            resolved_at=charge.finished_at)
+              for n, charge in enumerate(charges)]
+    edges.append(JobDependency(child=mail, parent=report))
+    JobDependency.objects.bulk_create(edges)
+    return workflow

@@ -210,6 +210,9 @@ def test_delete_asks_first_with_counts_by_status(as_operator):
     assert "Delete 3 jobs?" in html
     assert "<li>Succeeded: 2</li>" in html and "<li>Running: 1</li>" in html
     assert "1 of them is running" in html
+    assert 'value="Yes, delete 3 jobs"' in html
+    for job in jobs:  # the selection, posted back with the confirmation
+        assert f'name="_selected_action" value="{job.pk}"' in html
     assert Job.objects.count() == 3
 
 

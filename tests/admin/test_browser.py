@@ -19,7 +19,7 @@ import pytest
 from django.urls import reverse
 
 from django_sqlqueue.models import Job
-from tests.admin.demo_data import seed, seed_schedules
+from tests.admin.demo_data import seed, seed_schedules, seed_workflow
 
 CHROMIUM = os.environ.get("SQLQUEUE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SQLQUEUE_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -143,6 +143,12 @@ def test_find_a_failed_job_retry_it_and_see_it_queued(
     assert "At 02:30 every day (30 2 * * *)" in listed and "Every 5 minutes" in listed
     assert "Exhausted" in listed and "paused" in listed and "retired" in listed
     pngs.append(screenshots(browser, "admin-schedules", max_height=1100))
+
+    # A workflow: its layers, the big one summed up, and why the blocked jobs wait.
+    browser.get(url("django_sqlqueue_job_workflow", seed_workflow()))
+    assert "waiting for 23 of 120 parents" in text("#content-main")
+    assert "CANCEL WORKFLOW" in text(".object-tools").upper()
+    pngs.append(screenshots(browser, "admin-workflow", max_height=1500))
 
     for png in pngs:
         assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from django_sqlqueue.models import Job, Schedule, Worker
 from django_sqlqueue.queues.control import pause
-from tests.admin.demo_data import seed, seed_schedules
+from tests.admin.demo_data import seed, seed_schedules, seed_workflow
 from tests.admin.test_browser import browser  # noqa: F401 - the fixture
 from tests.admin.test_browser_dashboard import log_in
 
@@ -52,6 +52,7 @@ def pages(notable) -> dict:
         "schedule": reverse("admin:django_sqlqueue_schedule_change",
                             args=[Schedule.objects.order_by("pk").first().pk]),
         "queues": reverse("admin:django_sqlqueue_queue_changelist"),
+        "workflow": reverse("admin:django_sqlqueue_job_workflow", args=[seed_workflow()]),
     }
 
 

@@ -176,3 +176,9 @@ def test_delete_from_the_job_page_needs_the_delete_permission(client, staff_user
     client.force_login(operator)
     assert client.post(delete_url, {"post": "yes"}).status_code == 302
     assert not Job.objects.filter(pk=job.pk).exists()
+
+
+def test_a_transactional_job_says_so(admin_client):
+    job = JobFactory(transactional=True, timeout_seconds=30)
+    html = admin_client.get(change_url(job)).content.decode()
+    assert re.search(r"Transactional:</label>\s*<div[^>]*>\s*<img[^>]*alt=\"True\"", html), html

@@ -10,7 +10,7 @@ from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.outcome_writer import OutcomeWriter
 from django_sqlqueue.worker.pool import Pool
 from tests.support.waiting import wait_until
-from tests.testapp.tasks import add
+from tests.testapp.tasks import add, gated
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,3 +109,31 @@ def test_two_claims_of_one_job_in_a_batch_are_told_apart():
     assert [job.status for job, _, _ in written] == [JobStatus.RUNNING, JobStatus.SUCCEEDED]
     row = Job.objects.get(pk=new.pk)
     assert row.status == JobStatus.SUCCEEDED and row.result == "new"
+
+
+def test_an_outcome_with_no_other_job_running_is_written_without_waiting_for_the_interval(
+        tmp_path):
+    """An outcome waits for others to share its write only while other jobs run: a chain's
+    steps, one at a time, would each wait the whole interval for nothing. The interval here is
+    an hour, so only the wake of a job finishing alone can write anything."""
+    pool = Pool(2, alias="default", default_timeout=None, on_slot_free=lambda: None)
+    writer = OutcomeWriter(alias="default", on_written=pool.outcome_written, interval=3600)
+    pool.writer = writer
+    writer.start()
+    pool.start()
+    gate = tmp_path / "gate"
+    try:
+        gated.enqueue(str(gate), tag="slow")
+        add.enqueue(1, 2)
+        slow, quick = Job.objects.claim(None, "w1", limit=2, lease=30)
+        pool.submit(slow)
+        pool.submit(quick)
+        # The quick job finished while the slow one still runs: it waits for company.
+        wait_until(writer.pending, what="the quick job's outcome to wait for the writer")
+        assert Job.objects.get(pk=quick.pk).status == JobStatus.RUNNING
+        gate.touch()  # the slow job ends alone: both outcomes are written at once
+        wait_until(lambda: set(Job.objects.values_list("status", flat=True))
+                   == {JobStatus.SUCCEEDED}, what="both outcomes to be written")
+    finally:
+        pool.stop(wait=10)
+        writer.stop()

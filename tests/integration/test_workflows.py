@@ -2,6 +2,7 @@
 the real outcome write; their statuses, the results passed, the failure policy, and the
 enqueue's transaction."""
 
+import datetime as dt
 import re
 import sqlite3
 import threading
@@ -234,6 +235,20 @@ def test_pruning_a_finished_child_deletes_its_edges_not_an_unfinished_childs():
     assert Job.objects.filter(pk__in=[first.pk, second.pk]).delete_in_batches() == 2
     assert list(JobDependency.objects.values_list("child_id", "parent_id")) == [
         (flow.jobs[2].pk, second.pk)]
+
+
+def test_the_workers_cleaner_deletes_the_edges_of_the_children_it_prunes():
+    """The cleaner deletes with ``delete_batch``, not ``delete_in_batches``: the edges must go
+    with the jobs there too, or every pruned workflow leaves its edges behind for ever."""
+    from django_sqlqueue.worker.maintenance.cleaner import Cleaner, CleanerConfig
+
+    flow = chain(add.s(1, 2), add.s(3), add.s(4)).enqueue()
+    drain()
+    later = Job.objects.latest("finished_at").finished_at + dt.timedelta(days=2)
+    config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2)
+    assert Cleaner(config, alias="default").run_once(now=later).deleted == 3
+    assert not Job.objects.filter(workflow_id=flow.id).exists()
+    assert not JobDependency.objects.exists()
 
 
 def test_a_chain_nested_in_a_chain_and_ending_in_a_group_hands_on_the_list():

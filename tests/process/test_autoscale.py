@@ -9,7 +9,7 @@ import signal
 import pytest
 from django.db.models import Count, F
 
-from django_sqlqueue.models import Job, Worker
+from django_sqlqueue.models import Job, ScaleEvent, Worker
 from django_sqlqueue.statuses import JobStatus
 from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
@@ -53,6 +53,13 @@ def test_a_burst_grows_to_the_maximum_then_idle_slots_shrink_back_and_a_trickle_
                what="the supervisor back at one process", timeout=120, worker=worker)
     assert events(worker) == [(1, 4), (4, 3), (3, 2), (2, 1)]
     assert "slots idle for" in worker.output
+    # The same changes, kept for the admin dashboard: this supervisor's, with their reasons.
+    kept = list(ScaleEvent.objects.order_by("at", "id").values_list(
+        "pid", "processes_before", "processes", "action"))
+    assert kept == [(worker.pid, 1, 4, "grow"), (worker.pid, 4, 3, "shrink"),
+                    (worker.pid, 3, 2, "shrink"), (worker.pid, 2, 1, "shrink")]
+    assert {reason for (_, _, reason) in EVENT.findall(worker.output)} == set(
+        ScaleEvent.objects.values_list("reason", flat=True))
     assert "restarting" not in worker.output  # a retired process is not a crashed one
     ran = dict(Execution.objects.values_list("job_id").annotate(n=Count("pk")))
     assert ran == {job.pk: 1 for job in burst}

@@ -68,11 +68,22 @@ def test_queue_not_in_queues():
         ({"max_attempts": 0}, "max_attempts must be an integer"),
         ({"backoff": 5}, "backoff must be a callable"),
         ({"timeout": -1}, "timeout must be a positive number"),
+        ({"transactional": "yes"}, "transactional must be True or False"),
+        ({"transactional": True, "timeout": 3600}, "make it a normal job"),
     ],
 )
 def test_our_task_options_are_checked(options, code):
     with pytest.raises(InvalidTask, match=code):
         task(**options)(tasks.quick_backoff)
+
+
+@pytest.mark.skipif(not tasks.TASK_OPTIONS, reason="@task(transactional=...) needs Django 6.1")
+def test_a_transactional_task_enqueues_transactional_jobs():
+    result = task(transactional=True)(tasks.quick_backoff).enqueue(None, None)
+    job = Job.objects.get(pk=result.id)
+    assert (job.transactional, job.timeout_seconds) == (True, 30.0)
+    with pytest.raises(InvalidTask, match="async function"):
+        task(transactional=True)(tasks.async_add.func)
 
 
 def _check_fails_with(settings, tasks_setting, *codes, installed_apps=None):

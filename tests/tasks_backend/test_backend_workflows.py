@@ -8,19 +8,13 @@ django_tasks = pytest.importorskip("django.tasks", reason="django.tasks needs Dj
 
 from django.tasks import TaskResultStatus  # noqa: E402
 
-from django_sqlqueue.execution import run_job  # noqa: E402
 from django_sqlqueue.models import Job  # noqa: E402
 from django_sqlqueue.workflows import chain, chord, signature  # noqa: E402
+from tests.support.draining import drain  # noqa: E402
 from tests.testapp import django_tasks as tasks  # noqa: E402
 from tests.testapp import tasks as job_tasks  # noqa: E402
 
 pytestmark = pytest.mark.django_db
-
-
-def drain():
-    while jobs := Job.objects.claim(None, "w", limit=100):
-        for job in jobs:
-            run_job(job)
 
 
 def test_a_chord_of_django_tasks_gives_the_callback_the_results_in_order():

@@ -148,6 +148,24 @@ def immediate_add(a, b):
     return a + b
 
 
+@task
+def stepped(marker_dir):
+    """Durable steps in a django.tasks task (tests/tasks_backend/test_backend_steps.py): two
+    steps, and a failure between them in the first run (the first time the file is missing)."""
+    from pathlib import Path
+
+    from django_sqlqueue import step
+
+    from .step_tasks import _part
+
+    first = step("step1", _part, 1, marker_dir, False)
+    flag = Path(marker_dir, "failed-once")
+    if not flag.exists():
+        flag.touch()
+        raise RuntimeError("planned failure between the steps")
+    return [first, step("step2", _part, 2, marker_dir, False)]
+
+
 def _record(tag, task_result):
     if task_result.task.module_path.startswith(__name__):
         Execution.objects.create(job_id=int(task_result.id), attempt=task_result.attempts,
@@ -165,3 +183,13 @@ def on_finished(sender, task_result, **kwargs):
 
 task_started.connect(on_started, dispatch_uid="tests-started")
 task_finished.connect(on_finished, dispatch_uid="tests-finished")
+
+
+@task
+def reports_progress(steps):
+    """Reports its progress as an @job does (tests/tasks_backend/test_backend_progress.py)."""
+    from django_sqlqueue import report_progress
+
+    for done in range(1, steps + 1):
+        report_progress(done, steps, f"step {done}")
+    return steps

@@ -57,3 +57,32 @@ def flaky(fail_times, key=""):
     if run.attempt <= fail_times:
         raise RuntimeError(f"planned failure of attempt {run.attempt}")
     return run.attempt
+
+
+@job(name="chaos.insert_once", transactional=True)
+def insert_once(key="", fail_first=0):
+    """A transactional job's effect: one Execution row, in the transaction that records the
+    job's outcome, so a row exists once per succeeded job, never for a failed or killed run.
+    Fails its first ``fail_first`` attempts after writing its row (which is rolled back)."""
+    from .models import Execution
+
+    this = current_job()
+    Execution.objects.create(job_id=this.pk, attempt=this.attempts,
+                             worker=this.claimed_by or "", tag=str(key))
+    runs = os.environ.get("SQLQUEUE_TEST_RUNS_FILE")
+    if runs:  # outside the transaction: every run, rolled back or not (tests/chaos)
+        with open(runs, "a") as file:
+            file.write(f"{os.getpid()} {this.pk}\n")
+    if this.attempts <= fail_first:
+        raise RuntimeError(f"planned failure of attempt {this.attempts}")
+    return None
+
+
+@job(name="chaos.insert_and_sleep", transactional=True, timeout=1)
+def insert_and_sleep(seconds):
+    """A transactional job that outlives its time limit: its row, then a sleep."""
+    from .models import Execution
+
+    this = current_job()
+    Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker="", tag="slept")
+    time.sleep(seconds)

@@ -42,3 +42,10 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job_id", "attempt"], name="run_once_per_attempt"),
         ]
+
+
+class Stock(models.Model):
+    """Stock of one product, for the durable steps' example (docs/steps.md)."""
+
+    sku = models.CharField(max_length=50, unique=True)
+    available = models.IntegerField()

@@ -320,3 +320,43 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
 def takes_anything(*args, **kwargs):
     """Any arguments: for tests of the payload itself (enqueue binds a call to its function)."""
     return {"args": list(args), "kwargs": kwargs}
+
+
+@job(name="tests.progress_burst")
+def progress_burst(reports, gate=None, total=None):
+    """Report progress at least ``reports`` times in a tight loop, and until the file ``gate``
+    exists (at most two minutes; tests/process/test_progress_worker.py): returns how many
+    reports it made, for how long, and how many progress UPDATEs this process ran meanwhile
+    (the final one, written after the function returns, not counted)."""
+    import os
+    import time
+
+    from django_sqlqueue.run.progress import board, report_progress
+
+    total = total or reports
+    statements, started = board.statements, time.monotonic()
+    made = 0
+    while made < reports or (gate and not os.path.exists(gate)
+                             and time.monotonic() - started < 120):
+        made += 1
+        report_progress(min(made, total), total, f"step {made}")
+    return {"reports": made, "seconds": time.monotonic() - started,
+            "statements": board.statements - statements}
+
+
+@job(name="tests.async_progress")
+async def async_progress(reports):
+    from django_sqlqueue import report_progress
+
+    for done in range(1, reports + 1):
+        report_progress(done, reports, "async")
+    return reports
+
+
+# The task of docs/waiting.md's views (tests/process/test_waiting.py runs them as written).
+@job(name="shop.render_invoice")
+def render_invoice(order_id):
+    return f"/invoices/{order_id}.pdf"
+
+
+from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these

@@ -33,6 +33,8 @@ def values():
         "tags": ["billing"], "metadata": {"by": "cron"}, "concurrency_key": "",
         "trace_context": {"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
         "workflow_id": None, "parents_pending": 0,
+        "progress_done": 3, "progress_total": 10, "progress_message": "m", "progress_at": now,
+        "transactional": False, "awaited": False,
     }
 
 

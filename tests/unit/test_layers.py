@@ -17,7 +17,7 @@ LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals")),
     ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
     ("duties", (
-        "enqueue", "claim", "run", "registry", "schedules", "workflows",
+        "enqueue", "claim", "run", "registry", "schedules", "workflows", "waiting",
         "observability.metrics", "observability.tracing", "observability.durations",
         "observability.liveness", "observability", "worker.listening",
         "",  # the package's face: job, schedule, enqueue_on_commit, current_job

@@ -2,6 +2,7 @@
 arrives while a child is being started reaches that child too."""
 
 import io
+import os
 import signal
 
 from django_sqlqueue.worker.supervisor import Supervisor
@@ -60,7 +61,8 @@ def test_autoscale_starts_processes_and_retires_idle_ones_without_restarting():
     scaler = Scaler(settings=ScaleSettings(minimum=1, maximum=4, target_wait=1.0, cooldown=5.0),
                     concurrency=2, queues=None, alias="default", interval=1.0,
                     measure=lambda alias, queues: readings[-1], clock=lambda: clock[0],
-                    after_look=lambda: None)
+                    after_look=lambda: None, record=lambda **change: kept.append(change))
+    kept = []
     started = []
 
     def start_child():
@@ -90,6 +92,38 @@ def test_autoscale_starts_processes_and_retires_idle_ones_without_restarting():
     assert out.getvalue().count("retired (exit code 0)") == 3
     assert [child.signals for child in started] == [[signal.SIGTERM]] * 3 + [[]]
     assert "autoscale 2 -> 1: slots idle for" in out.getvalue()
+    # Each change is kept for the admin dashboard, with this supervisor's host and pid.
+    assert [(c["processes_before"], c["processes"], c["action"]) for c in kept] == [
+        (1, 4, "grow"), (4, 3, "shrink"), (3, 2, "shrink"), (2, 1, "shrink")]
+    assert {(c["host"], c["pid"]) for c in kept} == {(scaler.host, os.getpid())}
+    assert kept[0]["reason"].startswith("oldest due job waited 9.0s")
+
+
+def test_autoscale_changes_its_processes_when_it_cannot_record_the_change():
+    import datetime as dt
+
+    from django_sqlqueue.observability.autoscale import QueueLoad, ScaleSettings
+    from django_sqlqueue.observability.fleet import Fleet
+    from django_sqlqueue.worker.scaler import Scaler
+
+    def record(**change):
+        raise OSError("connection refused")
+
+    closed = []
+    reading = Fleet(dt.datetime.now(dt.UTC), (QueueLoad("default", due=40, oldest_due_age=9.0),))
+    scaler = Scaler(settings=ScaleSettings(minimum=1, maximum=4, target_wait=1.0, cooldown=5.0),
+                    concurrency=2, queues=None, alias="default", interval=1.0,
+                    measure=lambda alias, queues: reading, after_look=lambda: closed.append(1),
+                    record=record)
+    out = io.StringIO()
+    supervisor = Supervisor(processes=1, start_child=lambda: Child(100), burst=False,
+                            shutdown_timeout=5, out=out, scaler=scaler)
+    supervisor._spawn(0)
+    supervisor._autoscale()
+    assert len(supervisor.children) == 4
+    assert ("autoscale: could not record the change (OSError: connection refused)"
+            in out.getvalue())
+    assert len(closed) == 2  # after the look and after the record: no connection at a fork
 
 
 def test_autoscale_keeps_the_processes_while_it_cannot_measure_and_says_so_once():
@@ -101,7 +135,7 @@ def test_autoscale_keeps_the_processes_while_it_cannot_measure_and_says_so_once(
 
     scaler = Scaler(settings=ScaleSettings(minimum=1, maximum=4, target_wait=1.0, cooldown=5.0),
                     concurrency=2, queues=None, alias="default", interval=1.0, measure=measure,
-                    after_look=lambda: None)
+                    after_look=lambda: None, record=lambda **change: None)
     out = io.StringIO()
     supervisor = Supervisor(processes=1, start_child=lambda: Child(100), burst=False,
                             shutdown_timeout=5, out=out, scaler=scaler)

@@ -54,6 +54,12 @@ class Command(BaseCommand):
                             help="exit 0 once no job is ready or due within a poll interval")
         parser.add_argument("--max-jobs", type=int, metavar="N",
                             help="recycle the process after N jobs")
+        parser.add_argument("--transactional-batch", type=int, default=0, metavar="N",
+                            help="run transactional jobs in a lane of their own, N per "
+                                 "transaction (default 0: no lane, they are claimed as any job)")
+        parser.add_argument("--transactional-lanes", type=int, default=1, metavar="N",
+                            help="with --transactional-batch: lanes per process, each a thread "
+                                 "with its own connection and transaction (default 1)")
         parser.add_argument("--max-memory", type=float, metavar="MB",
                             help="recycle the process when its resident memory passes MB")
         parser.add_argument("--poll-interval", type=float, metavar="S",
@@ -86,6 +92,8 @@ class Command(BaseCommand):
                 processes=options["processes"], autoscale=options["autoscale"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"], max_memory_mb=options["max_memory"],
+                transactional_batch=options["transactional_batch"],
+                transactional_lanes=options["transactional_lanes"],
                 poll_interval=options["poll_interval"],
                 shutdown_timeout=options["shutdown_timeout"], name=options["name"],
                 database=options["database"], supervised=options["supervised"],

@@ -1,5 +1,6 @@
 """``manage.py stats``: per queue, jobs by state, lag, throughput of the last minutes and live
-workers; ``--watch`` refreshes, ``--json`` prints the document scripts read."""
+workers; ``--watch`` refreshes, ``--json`` prints the document scripts read; ``--job ID`` shows
+one job's status and latest progress instead."""
 
 import json
 import sys
@@ -11,7 +12,7 @@ from ...conf import get_settings
 from ...models import Job
 from ...observability import fleet, snapshot
 from ..database_option import add_database_option, database_alias
-from ..stats_text import COLUMNS, lines, tagged_json, tagged_lines
+from ..stats_text import COLUMNS, job_json, job_line, lines, tagged_json, tagged_lines
 
 #: A terminal's "cursor home, clear to the end": each refresh draws over the last one.
 REDRAW = "\x1b[H\x1b[J"
@@ -36,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--tag", action="append", metavar="TAG",
                             help="only the jobs with this tag, per queue by status (repeat for "
                                  "jobs with every one of them)")
+        parser.add_argument("--job", type=int, metavar="ID",
+                            help="only this job: its status and latest progress (with --watch, "
+                                 "followed until it finishes)")
         add_database_option(parser)
 
     def handle(self, *args, **options):
@@ -49,10 +53,15 @@ class Command(BaseCommand):
         tags = options["tag"]
         if tags and not all(tag.strip() for tag in tags):
             raise CommandError("--tag takes a tag, e.g. --tag billing.")
+        if options["job"] is not None and tags:
+            raise CommandError("--job and --tag do not go together: pass one of them.")
         in_place = every is not None and not options["json"] and self._on_terminal()
         try:
             while True:
-                if tags:
+                if options["job"] is not None:
+                    if self._show_job(alias, options["job"], options["json"], in_place):
+                        return  # finished: nothing more to follow
+                elif tags:
                     self._show_tagged(alias, tags, options["json"], in_place)
                 else:
                     self._show(alias, options["json"], in_place)
@@ -82,6 +91,16 @@ class Command(BaseCommand):
             text = "\n".join(tagged_lines(tags, stats))
             self.stdout.write(REDRAW + text if in_place else text + "\n")
         self.stdout.flush()
+
+    def _show_job(self, alias, job_id, as_json, in_place) -> bool:
+        """Print the job's line; True once it has finished."""
+        job = Job.objects.using(alias).filter(pk=job_id).first()
+        if job is None:
+            raise CommandError(f"There is no job {job_id} (in the database {alias!r}).")
+        text = json.dumps(job_json(job)) if as_json else job_line(job)
+        self.stdout.write(REDRAW + text if in_place else text + ("" if as_json else "\n"))
+        self.stdout.flush()
+        return job.is_finished
 
     def _on_terminal(self) -> bool:
         stream = getattr(self.stdout, "_out", sys.stdout)
