@@ -5,7 +5,25 @@ table runs these. Each is the statement as PostgreSQL and SQLite say it; a drive
 its database says otherwise (PostgreSQL: one LATERAL join for the rows by key; MariaDB: the keys
 by one GROUP BY read of the index)."""
 
+from typing import NamedTuple
+
 from .pieces import READY_LIST
+
+
+class UpdateThenRead(NamedTuple):
+    """An UPDATE of one row by a key, then the SELECT of its columns by the same key, each with
+    the same parameters, in the caller's transaction (``returning.fetch``): no row if the
+    UPDATE matched none."""
+
+    update: str
+    read: str
+
+    def run(self, cursor, params) -> list:
+        cursor.execute(self.update, params)
+        if not cursor.rowcount:
+            return []
+        cursor.execute(self.read, params)
+        return cursor.fetchall()
 
 
 class KeyedReads:
@@ -27,6 +45,15 @@ class KeyedReads:
         return (f"UPDATE {table} SET {col['last_claim_at']} = {self.now_sql()} "  # noqa: S608
                 f"WHERE {col['name']} = %s AND {col['paused_at']} IS NULL RETURNING {returned}",
                 [name])
+
+    def _update_then_read(self, queue_model, *, name: str, fields: tuple) -> tuple:
+        """lock_queue as two statements (``UpdateThenRead``): the UPDATE, then a SELECT."""
+        statement, params = KeyedReads.lock_queue(self, queue_model, name=name, fields=fields)
+        update, _, returned = statement.partition(" RETURNING ")
+        table = self.connection.ops.quote_name(queue_model._meta.db_table)
+        col = self.columns(queue_model, ("name",))
+        read = f"SELECT {returned} FROM {table} WHERE {col['name']} = %s"  # noqa: S608 - names
+        return UpdateThenRead(update, read), params
 
     def ready_queues(self, model, *, limit: int) -> tuple:
         """SELECT the distinct queue names of ready rows, in name order, up to ``limit``;

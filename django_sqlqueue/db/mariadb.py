@@ -5,7 +5,6 @@ partial indexes and no ``UPDATE ... RETURNING``, so most statements are the step
 import functools
 import json
 import math
-from typing import NamedTuple
 
 from . import mariadb_statements as statements
 from .base import DatabaseDriver
@@ -31,22 +30,6 @@ SESSION_UTC_OFFSET = "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
 #: has gone away (2006), lost connection (2013), server shutdown in progress (1053), connection
 #: killed (1927).
 SERVER_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
-
-
-class UpdateThenRead(NamedTuple):
-    """An UPDATE of one row by a key, then the SELECT of its columns by the same key, each with
-    the same parameters, in the caller's transaction (``returning.fetch``): no row if the
-    UPDATE matched none."""
-
-    update: str
-    read: str
-
-    def run(self, cursor, params) -> list:
-        cursor.execute(self.update, params)
-        if not cursor.rowcount:
-            return []
-        cursor.execute(self.read, params)
-        return cursor.fetchall()
 
 
 class MariaDBDriver(DatabaseDriver):
@@ -97,12 +80,7 @@ class MariaDBDriver(DatabaseDriver):
 
     def lock_queue(self, queue_model, *, name: str, fields: tuple):
         """No ``UPDATE ... RETURNING``: the UPDATE (the row lock), then a read of the row."""
-        statement, params = super().lock_queue(queue_model, name=name, fields=fields)
-        update, _, returned = statement.partition(" RETURNING ")
-        table = self.connection.ops.quote_name(queue_model._meta.db_table)
-        col = self.columns(queue_model, ("name",))
-        read = f"SELECT {returned} FROM {table} WHERE {col['name']} = %s"  # noqa: S608 - names
-        return UpdateThenRead(update, read), params
+        return self._update_then_read(queue_model, name=name, fields=fields)
 
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name
