@@ -3,7 +3,8 @@ the queues and the concurrency keys with ready rows, each found by a skip scan, 
 ready rows of each key. Only a worker that finds a queue paused, limited or fair in the Queue
 table runs these. Each is the statement as PostgreSQL and SQLite say it; a driver overrides what
 its database says otherwise (PostgreSQL: one LATERAL join for the rows by key; MariaDB: the keys
-by one GROUP BY read of the index)."""
+by GROUP BY reads of bounded runs of the index; MariaDB and SQLite: lock_queue in two
+statements, ``UpdateThenRead``)."""
 
 from typing import NamedTuple
 
