@@ -22,8 +22,14 @@ def vendor_of(dsn: str) -> str:
 
 
 def django_database(dsn: str) -> dict:
-    """``DATABASES["default"]`` for the URL: the engine is picked from its scheme."""
+    """``DATABASES["default"]`` for the URL: the engine is picked from its scheme
+    (``sqlite:///path``: a SQLite file with the options docs/getting-started.md gives, for the
+    single-system scripts that run on SQLite too, databases.py)."""
     url = urlsplit(dsn)
+    if url.scheme == "sqlite":
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": url.path,
+                "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;",
+                            "transaction_mode": "IMMEDIATE"}}
     if vendor_of(dsn) == MYSQL:
         return {
             "ENGINE": "django.db.backends.mysql",

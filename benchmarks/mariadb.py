@@ -8,7 +8,9 @@ import subprocess
 
 from tests.mariadb_server import PASSWORD, USER, MariaDBServer
 
-#: Only what a benchmark needs beyond the defaults: its own files and port, room for every
+#: Only what a benchmark needs beyond the defaults: its own files (temporary files too: in /tmp,
+#: MariaDB's default, another program's clean-up of /tmp once failed an UPDATE with "Error on
+#: delete of '/tmp/#sql-update-...'") and port, room for every
 #: worker's connections, UTC and utf8mb4 as Django's MariaDB backend expects. The InnoDB log is
 #: flushed at every commit, with the doublewrite buffer on, as MariaDB ships it (and the binary
 #: log off, also its default).
@@ -30,7 +32,8 @@ class BenchMariaDB(MariaDBServer):
         self.process = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
              f"--socket={self.socket}", f"--pid-file={self.base / 'mariadbd.pid'}",
-             f"--log-error={self.logfile}", *SERVER_OPTIONS, *self._user_option()],
+             f"--log-error={self.logfile}", f"--tmpdir={self.base}", *SERVER_OPTIONS,
+             *self._user_option()],
             cwd=self.base, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -11,11 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start_workers(env, settings, logdir: Path, phase: str):
-    """Two worker processes (``--processes 2``), logging to ``logdir/<phase>-workers.log``."""
+def start_workers(env, settings, logdir: Path, phase: str, options=()):
+    """Two worker processes (``--processes 2``, and ``options`` of runworker), logging to
+    ``logdir/<phase>-workers.log``."""
     log = open(logdir / f"{phase}-workers.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "django", "runworker", "--processes", "2"],
+        [sys.executable, "-m", "django", "runworker", "--processes", "2", *options],
         cwd=ROOT, env={**env, "BENCH_SQLQUEUE": json.dumps(settings)}, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )

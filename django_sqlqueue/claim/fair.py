@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from ..db import ops
+from ..db import ops, returning
 from .rows import in_claim_order
 
 #: The most keys one fair claim looks at. With more keys that have ready jobs, each claim looks
@@ -137,16 +137,12 @@ def _window(connection, model, queue, after) -> tuple[list, str | None]:
     first = (driver.ready_keys(model, queue=queue, unkeyed=True, limit=FAIR_KEYS_PER_CLAIM)
              if after is None else
              driver.ready_keys(model, queue=queue, after=after, limit=FAIR_KEYS_PER_CLAIM))
-    with connection.cursor() as cursor:
-        statement, params = first
-        cursor.execute(statement, params)
-        keys = [key for key, in cursor.fetchall()]
-        if after is not None and len(keys) < FAIR_KEYS_PER_CLAIM:  # the end: wrap round
-            statement, params = driver.ready_keys(model, queue=queue, unkeyed=True,
-                                                  limit=FAIR_KEYS_PER_CLAIM - len(keys))
-            cursor.execute(statement, params)
-            seen = set(keys)
-            keys += [key for key, in cursor.fetchall() if key not in seen]
+    keys = [key for key, in returning.fetch(connection, *first)]
+    if after is not None and len(keys) < FAIR_KEYS_PER_CLAIM:  # the end: wrap round
+        seen = set(keys)
+        keys += [key for key, in returning.fetch(connection, *driver.ready_keys(
+            model, queue=queue, unkeyed=True, limit=FAIR_KEYS_PER_CLAIM - len(keys)))
+                 if key not in seen]
     return keys, (keys[-1] if len(keys) == FAIR_KEYS_PER_CLAIM else None)
 
 

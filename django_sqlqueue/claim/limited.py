@@ -29,17 +29,17 @@ if this module did not exist; a worker reads the Queue table once per poll inter
 worker within one poll interval.
 """
 
+import functools
 import time
 from dataclasses import dataclass
 
 from django.db import connections, transaction
 from django.db.models import Count, Q
 
-from ..db import ops
-from ..db.clock import DatabaseNow
+from ..db import ops, returning
 from ..statuses import READY_STATUSES, JobStatus
 from .fair import fair_state, pick_fair
-from .rows import in_claim_order
+from .rows import in_claim_order, rows_to_models
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
 #: found in name order, so with more ready keys than this, those later in the order wait until
@@ -110,12 +110,15 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
     model = queryset.model
     alias = queryset._write_alias()
     queue_model = model._meta.apps.get_model("django_sqlqueue", "Queue")
-    rows = queue_model.objects.using(alias).filter(name=name, paused_at__isnull=True)
+    connection = connections[alias]
+    fields = _queue_fields(queue_model)
     with transaction.atomic(using=alias):
-        # First statement: the row lock (PostgreSQL) or the write lock (SQLite).
-        if not rows.update(last_claim_at=DatabaseNow()):
+        # First statement: the row lock (PostgreSQL, MariaDB) or the write lock (SQLite).
+        found = returning.fetch(connection, *ops(connection).lock_queue(
+            queue_model, name=name, fields=fields))
+        if not found:
             return []  # paused, or its row deleted, since the controls were read
-        row = rows.get()
+        (row,) = rows_to_models(queue_model, alias, found, fields=fields)
         clock = now or row.last_claim_at
         starts = recent_starts(row, clock)
         running = {}
@@ -159,6 +162,11 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
         if written:
             queue_model.objects.using(alias).filter(pk=row.pk).update(**written)
     return jobs
+
+
+@functools.cache
+def _queue_fields(queue_model) -> tuple:
+    return tuple(field.name for field in queue_model._meta.concrete_fields)
 
 
 def _room(limit, concurrency_limit, running, rate_limit, recent) -> int:
@@ -206,10 +214,8 @@ def _first_ready_by_key(model, alias, row, clock, room, running, starts) -> list
     """The ids of the first ``room`` ready jobs of the queue of ``row`` in claim order, with no
     key taking more than its per-key limits leave it."""
     connection = connections[alias]
-    with connection.cursor() as cursor:
-        statement, params = ops(connection).ready_keys(model, queue=row.name, limit=KEYS_PER_CLAIM)
-        cursor.execute(statement, params)
-        keys = [key for key, in cursor.fetchall()]
+    keys = [key for key, in returning.fetch(connection, *ops(connection).ready_keys(
+        model, queue=row.name, limit=KEYS_PER_CLAIM))]
     wanted = {"": room}  # the jobs without a key
     for key in keys:
         left = _room(room, row.key_concurrency_limit, running.get(key, 0),

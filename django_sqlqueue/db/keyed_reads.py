@@ -3,15 +3,58 @@ the queues and the concurrency keys with ready rows, each found by a skip scan, 
 ready rows of each key. Only a worker that finds a queue paused, limited or fair in the Queue
 table runs these. Each is the statement as PostgreSQL and SQLite say it; a driver overrides what
 its database says otherwise (PostgreSQL: one LATERAL join for the rows by key; MariaDB: the keys
-by one GROUP BY read of the index)."""
+by GROUP BY reads of bounded runs of the index; MariaDB and SQLite: lock_queue in two
+statements, ``UpdateThenRead``)."""
+
+from typing import NamedTuple
 
 from .pieces import READY_LIST
+
+
+class UpdateThenRead(NamedTuple):
+    """An UPDATE of one row by a key, then the SELECT of its columns by the same key, each with
+    the same parameters, in the caller's transaction (``returning.fetch``): no row if the
+    UPDATE matched none."""
+
+    update: str
+    read: str
+
+    def run(self, cursor, params) -> list:
+        cursor.execute(self.update, params)
+        if not cursor.rowcount:
+            return []
+        cursor.execute(self.read, params)
+        return cursor.fetchall()
 
 
 class KeyedReads:
     """Part of :class:`~django_sqlqueue.db.base.DatabaseDriver`: ``self.connection`` is the
     driver's connection; ``self.columns``, ``self.ready_prefix`` and ``self.ready_condition``
     its own."""
+
+    def lock_queue(self, queue_model, *, name: str, fields: tuple) -> tuple:
+        """The first statement of a limited or fair queue's claim: UPDATE the Queue row of
+        ``name`` if it is not paused, its ``last_claim_at`` set by the database's clock, and
+        return its ``fields`` (names); (statement, params) for ``returning.fetch``. The UPDATE
+        takes the row lock (PostgreSQL) or the write lock (SQLite) that orders the queue's
+        claims, and reads the row the previous claim left, in one round trip: the fair claim's
+        turns are as long as its statements, and one fewer statement is one fewer wait while
+        the queue's other claims queue behind it (benchmarks/fairness_pickup.py)."""
+        table = self.connection.ops.quote_name(queue_model._meta.db_table)
+        col = self.columns(queue_model, ("name", "paused_at", "last_claim_at", *fields))
+        returned = ", ".join(col[name] for name in fields)
+        return (f"UPDATE {table} SET {col['last_claim_at']} = {self.now_sql()} "  # noqa: S608
+                f"WHERE {col['name']} = %s AND {col['paused_at']} IS NULL RETURNING {returned}",
+                [name])
+
+    def _update_then_read(self, queue_model, *, name: str, fields: tuple) -> tuple:
+        """lock_queue as two statements (``UpdateThenRead``): the UPDATE, then a SELECT."""
+        statement, params = KeyedReads.lock_queue(self, queue_model, name=name, fields=fields)
+        update, _, returned = statement.partition(" RETURNING ")
+        table = self.connection.ops.quote_name(queue_model._meta.db_table)
+        col = self.columns(queue_model, ("name",))
+        read = f"SELECT {returned} FROM {table} WHERE {col['name']} = %s"  # noqa: S608 - names
+        return UpdateThenRead(update, read), params
 
     def ready_queues(self, model, *, limit: int) -> tuple:
         """SELECT the distinct queue names of ready rows, in name order, up to ``limit``;

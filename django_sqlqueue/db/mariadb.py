@@ -58,18 +58,17 @@ class MariaDBDriver(DatabaseDriver):
 
     def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
                    after: str | None = None) -> tuple:
-        """One read of ``sqlqueue_job_ready_by_key`` grouped by key, instead of the recursive
-        skip scan: MariaDB reads each of that scan's probes (``key > found.value``) from the
-        start of the queue's range, so every probe crossed the entries of every key before it
-        (5,000 jobs of one key: 5,000 index entries read per later key). Here each ready entry
-        up to the ``limit``-th key is read once, from the index alone, in key order (no sort):
-        the cost grows with the ready jobs of the keys read, not with their square."""
+        """Reads of ``sqlqueue_job_ready_by_key`` grouped by key, each of a bounded run of its
+        entries (``statements.KeysInReads``), instead of the recursive skip scan: MariaDB reads
+        each of that scan's probes (``key > found.value``) from the start of the queue's range,
+        so every probe crossed the entries of every key before it (5,000 jobs of one key: 5,000
+        index entries read per later key). A statement to run with ``returning.fetch``."""
         quote = self.connection.ops.quote_name
         col = self.columns(model, ("queue", "concurrency_key"))
-        first, params = ("> %s", [after]) if after is not None else (
-            ("IS NOT NULL", []) if unkeyed else ("> ''", []))
+        first = "IS NOT NULL" if unkeyed else "> ''"
+        params = [queue, after, limit] if after is not None else [queue, limit]
         return statements.ready_keys(quote(model._meta.db_table), col, self.ready_prefix(),
-                                     first), [queue, *params, limit]
+                                     first), params
 
     def ready_rows(self, rows):
         return rows.extra(where=[statements.READY_CONDITION], params=[])  # noqa: S610
@@ -78,6 +77,10 @@ class MariaDBDriver(DatabaseDriver):
         """By the generated column of migration 0015 (the slot while held, else NULL): its
         unique index is the only index of slots."""
         return rows.extra(where=[statements.HELD_SLOT_CONDITION], params=[slot])  # noqa: S610
+
+    def lock_queue(self, queue_model, *, name: str, fields: tuple):
+        """No ``UPDATE ... RETURNING``: the UPDATE (the row lock), then a read of the row."""
+        return self._update_then_read(queue_model, name=name, fields=fields)
 
     def _claim_jobs(self, picked_ids_sql: str, model, assignments, returning):
         quote = self.connection.ops.quote_name

@@ -183,14 +183,17 @@ _DRIVERS = SQL_ASSEMBLY.pop("sql.py") | {"self", "value", "job", "again", "READY
                                          # part's number in a UNION ALL (an int from range).
                                          "n",
                                          # Issue 30: the tags index's name, a constant.
-                                         "TAGS_INDEX"}
+                                         "TAGS_INDEX",
+                                         # The limited claim's lock_queue: the Queue row's
+                                         # quoted columns, joined (its part after RETURNING).
+                                         "returned"}
 SQL_ASSEMBLY.update({f"db/{name}.py": _DRIVERS
                      for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb",
                                   "keyed_reads")})
 # Issue 30, fairness: MariaDB's ready_keys: the driver's ready_prefix (quoted names), the key
-# column (key, quoted) and its test (first: "> %s", "> ''" or "IS NOT NULL").
+# column (key, quoted) and its test (test: "> %s", "> ''" or "IS NOT NULL").
 SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py") | {
-    "ready_prefix", "key", "first"}
+    "ready_prefix", "key", "test"}
 
 
 def _pieces(node):

@@ -35,10 +35,8 @@ def due(minutes_ago=10, **fields):
 
 
 def select(statement) -> list:
-    """Execute ``(sql, params)``; its rows."""
-    with connection.cursor() as cursor:
-        cursor.execute(*statement)
-        return cursor.fetchall()
+    """Execute ``(sql, params)`` (the sql maybe a driver's steps); its rows."""
+    return returning.fetch(connection, *statement)
 
 
 def first_column(statement) -> list:

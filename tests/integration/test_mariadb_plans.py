@@ -8,8 +8,9 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from django_sqlqueue.db import ops
+from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.clock import DatabaseNow
+from django_sqlqueue.db.mariadb_statements import KEY_READ_ENTRIES
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.tasks import add
@@ -99,6 +100,30 @@ def _plan(statement, params) -> str:
         return json.dumps(json.loads(cursor.fetchone()[0])["query_block"])
 
 
+def _tables(plan):
+    """Every table read of a plan (a dict of ANALYZE FORMAT=JSON), at any depth."""
+    if isinstance(plan, dict):
+        if "table_name" in plan:
+            yield plan
+        for value in plan.values():
+            yield from _tables(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            yield from _tables(value)
+
+
+def _entries_read(statement, params) -> tuple[list, int]:
+    """The rows of a statement (maybe the driver's steps) and the index entries it read."""
+    def read_next():
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            return int(cursor.fetchone()[1])
+
+    before = read_next()
+    rows = returning.fetch(connection, statement, params)
+    return rows, read_next() - before
+
+
 def test_the_fair_claims_reads_of_keys_come_from_the_index_alone():
     # A key with 5,000 ready jobs, ten keys with three each.
     _fill_analyzed("INSERT INTO django_sqlqueue_job (task_name, queue, payload, concurrency_key) "
@@ -106,11 +131,16 @@ def test_the_fair_claims_reads_of_keys_come_from_the_index_alone():
                    "CONCAT('k', seq % 10)) FROM seq_1_to_5030")
     driver = ops(connection)
     # The keys after "big": its 5,000 entries are not read; the index alone, in key order.
-    plan = json.loads(_plan(*driver.ready_keys(Job, queue="fair", after="big", limit=3)))
-    table = plan["nested_loop"][0]["table"] if "nested_loop" in plan else plan["table"]
+    reads, params = driver.ready_keys(Job, queue="fair", after="big", limit=3)
+    plan = json.loads(_plan(reads.after, [*params[:-1], KEY_READ_ENTRIES]))
+    (table,) = (t for t in _tables(plan) if t["table_name"] == "django_sqlqueue_job")
     assert table["key"] == "sqlqueue_job_ready_by_key" and table.get("using_index"), table
-    assert table["r_rows"] <= 10, table
-    assert "filesort" not in json.dumps(plan), plan
+    assert table["access_type"] == "range" and table["r_rows"] <= 30, table
+    # From the first key: "big" costs one read of KEY_READ_ENTRIES entries, then a range of
+    # the index starts after it; not its 5,000 entries.
+    keys, entries = _entries_read(*driver.ready_keys(Job, queue="fair", unkeyed=True, limit=20))
+    assert [key for key, in keys] == ["big", *(f"k{n}" for n in range(10))]
+    assert entries <= KEY_READ_ENTRIES + 40, entries
     # One key's share: its own range of the index.
     now = Job._meta.get_field("run_at").get_db_prep_value(timezone.now(), connection)
     plan = _plan(*driver.ready_ids_by_key(Job, queue="fair", wanted={"k3": 2, "k7": 2},
