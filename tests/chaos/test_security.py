@@ -256,9 +256,10 @@ def _unparameterised(sources=SOURCES):
 
 
 def _is_listen(statement) -> bool:
-    """``sql.listen(CHANNEL)``: LISTEN takes no parameter, and its one name is our constant."""
+    """``sql.listen(CHANNEL)``: LISTEN takes no parameter, and its one name is one of our
+    constants (the workers' wake-up and cancel channels, the waiters' FINISHED_CHANNEL)."""
     return (isinstance(statement, ast.Call) and _called_name(statement) == "listen"
-            and _names(statement.args) <= {"CHANNEL", "CANCEL_CHANNEL"})
+            and _names(statement.args) <= {"CHANNEL", "CANCEL_CHANNEL", "FINISHED_CHANNEL"})
 
 
 def test_every_statement_passes_its_values_as_parameters():
