@@ -113,6 +113,20 @@ class OutcomeWriter:
             logger.error("gave up recording the outcomes of %s job(s); their leases will run "
                          "them again", len(batch))
             applied = set()
+        except Exception:  # noqa: BLE001 - the writer's thread must outlive any one write
+            # Not an outage: the database refused this statement (a trigger, a broken temporary
+            # file, a bug). Retrying it would fail again, and letting it escape would end this
+            # thread, after which no outcome is ever written while the jobs stay held, their
+            # leases renewed for ever. So each outcome is tried alone, and the ones refused are
+            # given up: still running in the table, their leases run them again.
+            if len(batch) > 1:
+                for item in batch:
+                    self._write([item])
+                return
+            job = batch[0][0]
+            logger.exception("the database refused the outcome of job %s (task %s); its lease "
+                             "will run it again", job.pk, job.task_name)
+            applied = set()
         for job, outcome, _ in batch:
             self.on_written(job, outcome, job.pk in applied)
 

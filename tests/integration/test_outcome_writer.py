@@ -137,3 +137,54 @@ def test_an_outcome_with_no_other_job_running_is_written_without_waiting_for_the
     finally:
         pool.stop(wait=10)
         writer.stop()
+
+
+#: A trigger that makes the database refuse one job's success (an error that is not an outage,
+#: as MariaDB's "Error on delete of '/tmp/#sql-update-...'" was when its temporary file went).
+REFUSE_SUCCESS = {
+    "sqlite": ["CREATE TRIGGER sqlqueue_test_refuse BEFORE UPDATE ON django_sqlqueue_job "
+               "WHEN NEW.id = {pk} AND NEW.status = 'succeeded' "
+               "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"],
+    "postgresql": ["CREATE FUNCTION sqlqueue_test_refuse() RETURNS trigger AS $$ BEGIN "
+                   "RAISE EXCEPTION 'refused by the test'; END $$ LANGUAGE plpgsql",
+                   "CREATE TRIGGER sqlqueue_test_refuse BEFORE UPDATE ON django_sqlqueue_job "
+                   "FOR EACH ROW WHEN (NEW.id = {pk} AND NEW.status = 'succeeded') "
+                   "EXECUTE FUNCTION sqlqueue_test_refuse()"],
+    "mysql": ["CREATE TRIGGER sqlqueue_test_refuse BEFORE UPDATE ON django_sqlqueue_job "
+              "FOR EACH ROW BEGIN IF NEW.id = {pk} AND NEW.status = 'succeeded' THEN "
+              "SIGNAL SQLSTATE '23000' SET MYSQL_ERRNO = 1062, "
+              "MESSAGE_TEXT = 'refused by the test'; END IF; END"],
+}
+
+DROP_REFUSAL = {
+    "sqlite": ["DROP TRIGGER sqlqueue_test_refuse"],
+    "postgresql": ["DROP TRIGGER sqlqueue_test_refuse ON django_sqlqueue_job",
+                   "DROP FUNCTION sqlqueue_test_refuse()"],
+    "mysql": ["DROP TRIGGER sqlqueue_test_refuse"],
+}
+
+
+def test_an_outcome_the_database_refuses_is_given_up_alone_and_the_writer_goes_on():
+    """Before, the error escaped the writer's thread and ended it: the worker went on claiming
+    while no outcome was ever written again, every job it held renewed for ever."""
+    from django.db import connection
+
+    written = []
+    writer = OutcomeWriter(alias="default", on_written=lambda *item: written.append(item))
+    refused, fine = claimed(2)
+    with connection.cursor() as cursor:
+        for statement in REFUSE_SUCCESS[connection.vendor]:
+            cursor.execute(statement.format(pk=int(refused.pk)))
+    try:
+        writer.submit(refused, Outcome(OutcomeKind.SUCCEEDED, result=1))
+        writer.submit(fine, Outcome(OutcomeKind.SUCCEEDED, result=2))
+        assert writer.flush() == 2
+    finally:  # the flush between tests keeps triggers, and ids may be used again
+        with connection.cursor() as cursor:
+            for statement in DROP_REFUSAL[connection.vendor]:
+                cursor.execute(statement)
+    assert [(job.pk, applied) for job, _, applied in written] == [
+        (refused.pk, False), (fine.pk, True)]
+    assert Job.objects.get(pk=fine.pk).status == JobStatus.SUCCEEDED
+    # Given up: still running under its lease, which brings it back (at least once).
+    assert Job.objects.get(pk=refused.pk).status == JobStatus.RUNNING
