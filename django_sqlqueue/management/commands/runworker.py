@@ -29,6 +29,16 @@ class Command(BaseCommand):
         "may finish within --shutdown-timeout; the rest go back to the queue)."
     )
 
+    def check(self, *args, **kwargs):
+        """Django's system checks, run before ``handle``, retried while a database is out of
+        reach: on MariaDB they connect to every database (the MySQL backend's field checks read
+        the server's version), and a worker started during a database restart, as a supervisor
+        or an orchestrator starts one after a crash, exited with a traceback instead of
+        waiting for the database as it does everywhere else."""
+        return call_with_retry(lambda: super(Command, self).check(*args, **kwargs),
+                               alias=router.db_for_write(Job),
+                               what="running Django's system checks")
+
     def add_arguments(self, parser):
         parser.add_argument("--queue", "-q", action="append", dest="queues", metavar="Q",
                             help="a queue to work on; repeat for several (default: every queue)")
