@@ -34,6 +34,7 @@ from newsite_app.tasks import fail_on_purpose, tick, write_note  # noqa: E402
 
 import django_sqlqueue  # noqa: E402
 from django_sqlqueue.models import Job, Queue, Schedule, Worker  # noqa: E402
+from django_sqlqueue.workflows import chain  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NOTE_TEXT = "written by a job, from the wheel"
@@ -229,6 +230,12 @@ def admin_pages():
             say(f"it ran job #{live.pk}")
             ticked = wait_for_tick()
             say(f"it synced the schedule {ticked.name!r} and ran its job #{ticked.last_job_id}")
+            # A workflow whose first job fails for good (its second is cancelled with it):
+            # its page, and the confirmation of its "Retry failed jobs".
+            flow = chain(fail_on_purpose.si("a workflow's first step fails"),
+                         write_note.si("after the failed step")).enqueue()
+            wait_for(flow.jobs[0], "exhausted")
+            say(f"workflow {flow.id}: its first job failed, as meant to")
             jobs = reverse("admin:django_sqlqueue_job_changelist")
             # check_install.sh limited the queue "bulk" with manage.py queues
             limited = Queue.objects.get(name="bulk")
@@ -273,6 +280,12 @@ def admin_pages():
                 (f"schedule {ticked.name}'s page", "get",
                  reverse("admin:django_sqlqueue_schedule_change", args=[ticked.pk]), {},
                  "schedule/change_form.html"),
+                ("the workflow's page", "get",
+                 reverse("admin:django_sqlqueue_job_workflow", args=[flow.id]), {},
+                 "job/workflow.html"),
+                ("the workflow's retry confirmation", "post",
+                 reverse("admin:django_sqlqueue_job_workflow_act", args=[flow.id, "retry"]), {},
+                 "job/workflow_confirm.html"),
             ]
             rendered = set()
             for label, method, url, data, template in pages:
