@@ -3,7 +3,8 @@ fan-out/fan-in. Nothing is lost (every job ends succeeded), no callback runs bef
 group has run, and none is released twice: each job was claimed once plus once per
 interruption its rescues recorded, its callback included.
 
-Sizes: a chord of 1,000 jobs and 10 chords of 20 (``SQLQUEUE_SOAK=1``: a chord of 10,000)."""
+Sizes: a chord of 1,000 jobs and 10 chords of 20, and a chord of 1,000 more before each of the
+five kills whenever less than that is left (``SQLQUEUE_SOAK=1``: chords of 10,000)."""
 
 import random
 import time
@@ -60,32 +61,37 @@ def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callbac
     total = Job.objects.count()
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
-    done_at_last_kill = -total
 
-    def killing_until_done():
-        """A kill every 1-2 s, once the fleet got 2% of a big chord done since the last one (a
-        restarted worker on busy cores takes seconds to start). Until MIN_KILLS kills, the
-        fleet always has a big chord's worth of work ahead of it: a fast machine drains a chord
-        in under a second, and finished before each check (the test then added chords for 25
-        minutes, killing none). So the kills are reached by construction, on any machine."""
-        nonlocal done_at_last_kill, total
-        time.sleep(rng.uniform(1, 2))
+    def succeeded():
         if not fleet.running():
             raise StopWaiting(f"a worker died by itself: {fleet.dead()}")
-        done = _succeeded()
-        if len(fleet.killed) < MIN_KILLS and total - done < BIG_CHORD:
+        return _succeeded()
+
+    def context():
+        return f"{_succeeded()} of {total} succeeded, {len(fleet.killed)} kills"
+
+    # Each kill lands at a random point of the work, chosen by progress, not by time: once the
+    # fleet got a random 2-98% of a big chord done since the last kill, the victim is a worker
+    # running jobs then. Before each, a top-up gives the fleet a big chord's worth of work
+    # ahead of it, so every kill is reached by construction, on any machine. (A kill every
+    # 1-2 s, after the top-up, found nothing running whenever the fleet had drained the chord
+    # by then: a fast machine does that in under a second, and MariaDB's fleet, which no
+    # NOTIFY wakes, was idle at nearly every check: its runs added 20 to 50 chords, 45-100 s,
+    # for their 5 kills.) A worker still starting up (a replacement; MariaDB's take seconds)
+    # is never the victim: killing it would interrupt nothing.
+    deadline = time.monotonic() + 1500
+    while len(fleet.killed) < MIN_KILLS:
+        assert time.monotonic() < deadline, f"{MIN_KILLS} kills not reached: {context()}"
+        done = succeeded()
+        if total - done < BIG_CHORD:
             chords.append(enqueue_chord(f"more{len(chords)}", BIG_CHORD))
             total = Job.objects.count()
-        # The victim is a worker running jobs now: a kill of one still starting up (a
-        # replacement; MariaDB's take seconds) would interrupt nothing.
-        if (done < total and done - done_at_last_kill >= BIG_CHORD // 50
-                and fleet.kill(rng, among=_running_pids()) is not None):
-            done_at_last_kill = done
-        return done == total
-
-    wait_until(killing_until_done, what="every workflow job to succeed through the kills",
-               interval=0, timeout=1500,
-               context=lambda: f"{_succeeded()} of {total} succeeded, {len(fleet.killed)} kills")
+        target = done + round(rng.uniform(0.02, 0.98) * BIG_CHORD)
+        wait_until(lambda t=target: succeeded() >= t, timeout=600, context=context,
+                   what=f"{target} jobs to succeed before kill {len(fleet.killed) + 1}")
+        fleet.kill(rng, among=_running_pids())
+    wait_until(lambda: succeeded() == total, what="every workflow job to succeed after the kills",
+               timeout=900, context=context)
     seconds = elapsed(started)
     codes = fleet.stop()
 
