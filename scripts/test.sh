@@ -3,17 +3,19 @@
 # PostgreSQL (a throwaway cluster each pytest run starts itself, unless DATABASE_URL is set) and
 # MariaDB. What runs where:
 #   - Django 6.1 on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
-#     the chaos suite, the browser test and the slow tests; on PostgreSQL in two runs (chaos, the
-#     rest) so that the longest pass does not set the wall time alone;
-#   - Django 5.2 LTS on python3 (.venv): everything but the chaos suite, the browser test and the
-#     slow tests (the racing limits test, the minute-long schedule test);
+#     the chaos suite, the browser test and the slow tests, on SQLite and MariaDB (there in two
+#     runs: chaos, the rest), and on PostgreSQL in two runs (chaos, the rest) without the worker
+#     process tests (tests/process), which run on PostgreSQL with Django 5.2;
+#   - Django 5.2 LTS on python3 (.venv): on PostgreSQL, everything but the chaos suite and the
+#     browser test: the worker process tests with the slow ones; on SQLite, the tests that touch
+#     Django's APIs (unit, integration, admin), as Django 6.0;
 #   - Django 6.0 on Python 3.13 (.venv-django60): the tests that touch Django's APIs (unit,
-#     integration, admin, the django.tasks backend); the worker as a subprocess, the same code on
-#     every Django, runs in the 5.2 and 6.1 passes;
+#     integration, admin, the django.tasks backend);
 #   - Django 6.1 again, integration, process and chaos tests on PostgreSQL through a PgBouncer in
-#     transaction pooling mode (tests/pgbouncer.py), minus the slow ones;
-#   - Django 6.1 on MariaDB (tests/mariadb_server.py, a throwaway server each pytest run
-#     starts itself): everything but the browser test, in two runs (chaos, the rest).
+#     transaction pooling mode (tests/pgbouncer.py), minus the slow ones.
+#   The worker runs as a subprocess, the same code on every Django: each process test runs once
+#   on each database (PostgreSQL: Django 5.2; PgBouncer, MariaDB, SQLite: Django 6.1), so that
+#   both the LTS and the newest Django run real workers; the chaos suite runs on 6.1 on each.
 # The passes are independent pytest runs that spend most of their time waiting on worker
 # subprocesses, servers and timeouts, not on the CPU (one at a time, the Django 6.1 SQLite pass
 # used 100 s of CPU in 464 s): they run SQLQUEUE_TEST_JOBS at a time (default 3; 1 runs them one
@@ -96,8 +98,9 @@ for venv in .venv .venv-django60 .venv-django6; do
     --settings=tests.settings
 done
 
-# The passes, longest first (their minutes in the last CI run, one at a time, in brackets):
-# run_jobs starts them in this order as slots free up.
+# The passes, longest first, as run_jobs starts them as slots free up; in brackets, their minutes
+# three at a time in the last CI run (2026-11-26, before the process tests ran once a database:
+# 57.6 minutes of passes in all, 19.6 of wall time), or estimated from it ("about").
 quote() { [ $# = 0 ] || printf '%q ' "$@"; }  # (printf alone would give '' for no argument)
 pytest_args=$(quote "$@")
 passes=()
@@ -108,24 +111,29 @@ add_pass() {  # add_pass LABEL VENV DATABASE PYTEST_ARGS...
   passes+=("$label" "SQLQUEUE_TEST_DATABASE=$database $venv/bin/pytest --durations=15 \
 $(quote "$@")$pytest_args")
 }
-add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql --ignore=tests/chaos  # [6.5 with chaos]
+# The worker process tests on PostgreSQL (here only), the slow ones included: a minute of
+# schedule ticks, the wake-up herd. [7.4 without the slow ones; about 9.5]
+add_pass "Django 5.2 PostgreSQL" .venv postgresql --ignore=tests/chaos -m "not browser"
 if [ -z "${DATABASE_URL:-}" ]; then
   add_pass "Django 6.1 PgBouncer" .venv-django6 pgbouncer \
-    tests/integration tests/process tests/chaos -m "not slow"  # [4.2]
+    tests/integration tests/process tests/chaos -m "not slow"  # [8.7]
 fi
-add_pass "Django 6.1 MariaDB" .venv-django6 mariadb --ignore=tests/chaos -m "not browser"
-add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos
-add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [3.5]
-add_pass "Django 5.2 PostgreSQL" .venv postgresql \
-  --ignore=tests/chaos -m "not browser and not slow"  # [3.3]
+add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [8.2]
+add_pass "Django 6.1 MariaDB" .venv-django6 mariadb --ignore=tests/chaos -m "not browser"  # [6.9]
+add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos  # [5.0; about 3.5]
 # (The failover scenario, tests/chaos/test_failover.py, runs here only: it starts a primary and a
 # standby of its own, twice, about a minute in all.)
-add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
-add_pass "Django 5.2 SQLite" .venv sqlite --ignore=tests/chaos -m "not browser and not slow"  # [2.4]
+add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos  # [3.3]
+# (Its process tests run in the Django 5.2 PostgreSQL pass.) [10.9 with them; about 2.5]
+add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql \
+  --ignore=tests/chaos --ignore=tests/process
 add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \
-  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [0.9]
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [2.0]
 add_pass "Django 6.0 SQLite" .venv-django60 sqlite \
-  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [0.7]
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [1.2]
+# (Its process tests run in the Django 6.1 SQLite pass.) [4.2 with them; about 1.1]
+add_pass "Django 5.2 SQLite" .venv sqlite --ignore=tests/chaos --ignore=tests/process \
+  -m "not browser and not slow"
 
 status=0
 # Without extra arguments, a pass that collects no test is broken: it fails.

@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import always_fails, record
 
-# slow: two real workers behind a held transaction, 20-30 s a database (the Django 6.1 pass).
+# slow: two real workers behind a held transaction, 20-30 s a database (not in the pgbouncer pass).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 FULL_CLAIM_INTERVAL = 0.5
