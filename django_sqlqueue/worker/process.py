@@ -179,7 +179,13 @@ class WorkerProcess(WorkerReporting):
             except TRANSIENT as exc:
                 drop_connection(self.alias)
                 self.pool.gate.suspect()  # the job threads' connections may be broken too
-                if not outages.reachable(self.alias):
+                if outages.reachable(self.alias):
+                    # A new connection answers: the claim's was ended (an operator, a failover
+                    # terminating backends), not the database. The next claim comes after the
+                    # first delay: doubled through a run of such ends, the wait had reached 10 s,
+                    # and the whole fleet sat idle that long once the database was left alone.
+                    backoff.reset()
+                else:
                     self.pool.gate.close("a claim failed")
                 delay = backoff.next_delay()
                 logger.warning("database unavailable while claiming (%s); retrying in %.1fs",

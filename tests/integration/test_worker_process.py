@@ -7,6 +7,7 @@ import signal
 import threading
 
 import pytest
+from django.db import OperationalError
 
 from django_sqlqueue import runner
 from django_sqlqueue.models import Job
@@ -108,3 +109,36 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
     assert process.pool.free_slots() == process.pool.capacity()
 
 
+
+
+def _claims_failing(process, monkeypatch, failures):
+    """The fetch loop with ``failures`` claims in a row failing as on an ended connection, then
+    stopping; the delays it waited, in order."""
+    left = iter(range(failures))
+
+    def step():
+        if next(left, None) is None:
+            return False
+        raise OperationalError("terminating connection due to administrator command")
+
+    delays = []
+    monkeypatch.setattr(process, "step", step)
+    monkeypatch.setattr(process.stopping, "wait", delays.append)
+    process._fetch_loop()
+    return delays
+
+
+def test_claims_whose_connections_were_ended_while_the_database_answers_wait_the_first_delay(
+        monkeypatch):
+    """An operator or a failover ending the workers' connections, again and again: each claim
+    that failed on its ended connection is tried again after the first delay, as the database
+    answers on a new one; doubled through such a run, the wait reached 10 s, and the fleet sat
+    idle that long once the database was left alone (test_database_outages' terminations)."""
+    assert _claims_failing(worker(), monkeypatch, 6) == [0.5] * 6
+
+
+def test_claims_while_the_database_is_unreachable_wait_longer_each_time(monkeypatch):
+    monkeypatch.setattr(process_module.outages, "reachable", lambda alias: False)
+    process = worker()
+    assert _claims_failing(process, monkeypatch, 6) == [0.5, 1, 2, 4, 8, 10]
+    assert not process.pool.gate.is_open()
