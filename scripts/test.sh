@@ -98,9 +98,10 @@ for venv in .venv .venv-django60 .venv-django6; do
     --settings=tests.settings
 done
 
-# The passes, longest first, as run_jobs starts them as slots free up; in brackets, their minutes
-# three at a time in the last CI run (2026-11-26, before the process tests ran once a database:
-# 57.6 minutes of passes in all, 19.6 of wall time), or estimated from it ("about").
+# The passes, longest first, as run_jobs starts them as slots free up. In brackets, their minutes
+# three at a time in a CI run of 2026-11-26 (57.6 minutes of passes, 19.6 of wall time), then
+# estimated from its --durations for this split, the process tests once a database and the
+# faster chaos and race tests (43.8 minutes of passes, about 15 of wall time).
 quote() { [ $# = 0 ] || printf '%q ' "$@"; }  # (printf alone would give '' for no argument)
 pytest_args=$(quote "$@")
 passes=()
@@ -111,27 +112,30 @@ add_pass() {  # add_pass LABEL VENV DATABASE PYTEST_ARGS...
   passes+=("$label" "SQLQUEUE_TEST_DATABASE=$database $venv/bin/pytest --durations=15 \
 $(quote "$@")$pytest_args")
 }
-# The worker process tests on PostgreSQL (here only), the slow ones included: a minute of
-# schedule ticks, the wake-up herd. [7.4 without the slow ones; about 9.5]
+# [7.4 without the slow ones; 9.5] The worker process tests on PostgreSQL (here only), the slow
+# ones included: a minute of schedule ticks, the wake-up herd.
 add_pass "Django 5.2 PostgreSQL" .venv postgresql --ignore=tests/chaos -m "not browser"
-if [ -z "${DATABASE_URL:-}" ]; then
+if [ -z "${DATABASE_URL:-}" ]; then  # [8.7; 8.3]
   add_pass "Django 6.1 PgBouncer" .venv-django6 pgbouncer \
-    tests/integration tests/process tests/chaos -m "not slow"  # [8.7]
+    tests/integration tests/process tests/chaos -m "not slow"
 fi
-add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [8.2]
-add_pass "Django 6.1 MariaDB" .venv-django6 mariadb --ignore=tests/chaos -m "not browser"  # [6.9]
-add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos  # [5.0; about 3.5]
-# (The failover scenario, tests/chaos/test_failover.py, runs here only: it starts a primary and a
-# standby of its own, twice, about a minute in all.)
-add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos  # [3.3]
-# (Its process tests run in the Django 5.2 PostgreSQL pass.) [10.9 with them; about 2.5]
+add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [8.2; 7.5]
+# [6.9; 6.3]
+add_pass "Django 6.1 MariaDB" .venv-django6 mariadb --ignore=tests/chaos -m "not browser"
+add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos  # [5.0; 2.9]
+# [3.3; 2.8] The failover scenario, tests/chaos/test_failover.py, runs here only: it starts a
+# primary and a standby of its own, twice, about a minute in all.
+add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
+# [10.9 with its process tests, which run in the Django 5.2 PostgreSQL pass; 2.4]
 add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql \
   --ignore=tests/chaos --ignore=tests/process
+# [2.0; 1.9]
 add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \
-  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [2.0]
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"
+# [1.2]
 add_pass "Django 6.0 SQLite" .venv-django60 sqlite \
-  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"  # [1.2]
-# (Its process tests run in the Django 6.1 SQLite pass.) [4.2 with them; about 1.1]
+  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"
+# [4.2 with its process tests, which run in the Django 6.1 SQLite pass; 1.0]
 add_pass "Django 5.2 SQLite" .venv sqlite --ignore=tests/chaos --ignore=tests/process \
   -m "not browser and not slow"
 
