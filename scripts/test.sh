@@ -3,9 +3,10 @@
 # PostgreSQL (a throwaway cluster each pytest run starts itself, unless DATABASE_URL is set) and
 # MariaDB. What runs where:
 #   - Django 6.1 on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
-#     the chaos suite, the browser test and the slow tests, on SQLite and MariaDB (there in two
-#     runs: chaos, the rest), and on PostgreSQL in two runs (chaos, the rest) without the worker
-#     process tests (tests/process), which run on PostgreSQL with Django 5.2;
+#     the chaos suite, the browser test and the slow tests: on SQLite; on MariaDB
+#     (tests/mariadb_server.py, a throwaway server each pytest run starts itself) all but the
+#     browser test, in two runs (chaos, the rest); on PostgreSQL in two runs (chaos, the rest)
+#     all but the worker process tests (tests/process), which run there with Django 5.2;
 #   - Django 5.2 LTS on python3 (.venv): on PostgreSQL, everything but the chaos suite and the
 #     browser test: the worker process tests with the slow ones; on SQLite, the tests that touch
 #     Django's APIs (unit, integration, admin), as Django 6.0;
