@@ -24,11 +24,13 @@ class Fleet:
         self.settings = settings
         self.args = list(args)
         self.killed = {}  # pid -> aware datetime just before its SIGKILL
+        self.started = []  # every worker, the killed ones too
         self.workers = [self._start(c) for c in concurrencies]
 
     def _start(self, concurrency):
         worker = self._start_worker("-c", str(concurrency), *self.args, settings=self.settings)
         worker.concurrency = concurrency
+        self.started.append(worker)
         return worker
 
     def kill(self, rng, *, among=None):

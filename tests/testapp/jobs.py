@@ -99,6 +99,16 @@ def insert_once(key="", fail_first=0):
     return None
 
 
+@job(name="chaos.insert_then_lose_connection", transactional=True)
+def insert_then_lose_connection():
+    """A transactional job whose connection the server ends after its write, before its outcome
+    is written, as a restart would (tests/integration/test_transactional_jobs.py)."""
+    from tests.support.server_side import end_connection
+
+    insert_row("lost")
+    end_connection(current_job()._state.db or "default")
+
+
 @job(name="chaos.insert_and_sleep", transactional=True, timeout=1)
 def insert_and_sleep(seconds):
     """A transactional job that outlives its time limit: its row, then a sleep."""
