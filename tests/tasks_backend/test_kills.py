@@ -70,16 +70,16 @@ def _enqueue(enqueue) -> tuple[list, list]:
 
 
 def _chaos(fleet, rng, database_server, *, rows, total, log) -> int:
-    """The kills and the restart of ``CHAOS``, each once ``rows()`` reaches its share of
-    ``total`` and then at once when a run is inside its transaction; returns how many restarts
-    there were."""
+    """The kills and the restart of ``CHAOS``, each once ``rows()`` (the tasks' rows, a
+    queryset) counts its share of ``total``, and then at once when a run is inside its
+    transaction; returns how many restarts there were."""
     restarts = 0
     for share, event in CHAOS:
-        fleet.wait_until(lambda t=int(share * total): rows() >= t, timeout=180, interval=0.05,
-                         what=f"{share:.0%} of the rows, before a {event}")
+        fleet.wait_until(lambda t=int(share * total): rows().count() >= t, timeout=180,
+                         interval=0.05, what=f"{share:.0%} of the rows, before a {event}")
         if event == "restart" and database_server is None:
             continue
-        pids = fleet.wait_until(lambda: _inside_a_transaction(fleet, log), timeout=60,
+        pids = fleet.wait_until(lambda: _inside_a_transaction(fleet, log, rows), timeout=60,
                                 interval=0.005, what=f"a run inside its transaction: a {event}")
         if event == "kill":
             fleet.kill(rng, among=set(pids))
@@ -90,16 +90,17 @@ def _chaos(fleet, rng, database_server, *, rows, total, log) -> int:
     return restarts
 
 
-def _inside_a_transaction(fleet, log) -> list:
-    """The pids of live workers with a run inside its transaction now: logged (after its
-    insert), its row not committed yet. (A run that the restart rolled back looks the same
-    until it runs again, and a row may commit between this read and the kill: a kill can
-    miss, rarely; the test needs one of four to land.)"""
-    recent = runs(log)[-50:]
-    committed = set(Execution.objects.filter(job_id__in={job_id for _, job_id, _ in recent})
-                    .values_list("job_id", "tag"))
+def _inside_a_transaction(fleet, log, rows) -> list:
+    """The pids of live workers with a run inside its transaction now: among the newest runs
+    logged (after their insert), those whose row is not committed. The rows are read first and
+    the log then, the kill follows at once: a run logged after the read is newer still. (A run
+    the restart rolled back looks the same until it runs again, and a row may commit between
+    the read of the log and the kill: a kill can miss, rarely; the test needs one of four to
+    land.)"""
+    committed = set(rows().values_list("job_id", "tag"))
     live = {worker.pid for worker in fleet.workers}
-    return [pid for pid, job_id, key in recent if (job_id, key) not in committed and pid in live]
+    return [pid for pid, job_id, key in runs(log)[-10:]
+            if (job_id, key) not in committed and pid in live]
 
 
 def _finish(fleet, held) -> list:
@@ -148,7 +149,7 @@ def test_steps_of_killed_and_restarted_tasks_take_effect_once(start_worker, data
         run_after=later).enqueue(str(tmp_path), STEPS, hold_ms=HOLD_MS))
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
 
-    restarts = _chaos(fleet, rng, database_server, rows=_rows("step").count,
+    restarts = _chaos(fleet, rng, database_server, rows=lambda: _rows("step"),
                       total=(TASKS - len(held)) * STEPS, log=log)
     finished = _finish(fleet, held)
 
@@ -183,7 +184,7 @@ def test_killed_and_restarted_transactional_tasks_write_their_row_once(
         run_after=later).enqueue(f"row-{n}", hold_ms=HOLD_MS))
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS, args=("-q", "default", *lane))
 
-    restarts = _chaos(fleet, rng, database_server, rows=_rows("row-").count,
+    restarts = _chaos(fleet, rng, database_server, rows=lambda: _rows("row-"),
                       total=TASKS - len(held), log=log)
     finished = _finish(fleet, held)
 
