@@ -13,6 +13,7 @@ the failure is written as any job's (its retry policy, its errors).
 
 from django.db import connections, transaction
 
+from ..db import outages
 from .outcomes import transition, write
 from .runner import Outcome, OutcomeKind, run
 
@@ -47,8 +48,14 @@ def run_claimed(job, alias: str) -> tuple[Outcome, bool]:
     in the job's own transaction: ``(outcome, True)`` once committed with its effects, or, when
     the claim was lost meanwhile (the job timed out, was rescued or released), rolled back
     with them: ``(outcome, False)``, nothing written, the effects undone. Any other outcome
-    rolled back its effects and is ``(outcome, None)``: for the outcome writer to write."""
-    written = None
+    rolled back its effects and is ``(outcome, None)``: for the outcome writer to write.
+
+    The database going away under the transaction after the job returned (at the outcome's
+    write, its commit, the rollback) is an interruption, as it is inside the job: the effects
+    went with the transaction, and the outcome writer records it, fenced, once the database
+    answers (a commit that took effect before the connection broke left the job succeeded, and
+    the fence then finds it no longer running: nothing more is written)."""
+    written, outcome = None, None
     try:
         with transaction.atomic(using=alias):
             outcome = attempt(job, alias)
@@ -60,4 +67,11 @@ def run_claimed(job, alias: str) -> tuple[Outcome, bool]:
                 raise _Undo
     except _Undo:
         pass
+    except Exception as exc:
+        if not outages.database_went_away(exc, alias):
+            raise
+        # (Without this, the exception ended the job's run in the pool's last resort: the job
+        # waited for its lease to run out, and was rescued as lost with its worker.)
+        return Outcome(OutcomeKind.INTERRUPTED, error=exc,
+                       duration_seconds=outcome.duration_seconds if outcome else 0.0), None
     return outcome, written

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
+from tests.chaos.conftest import elapsed, sized, with_attempts
 from tests.chaos.ledger import tally
+from tests.support.fleet import Fleet, seed
 from tests.testapp.jobs import work
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]

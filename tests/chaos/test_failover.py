@@ -41,10 +41,11 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job, Leader
 from django_sqlqueue.statuses import UNFINISHED_STATUSES, JobStatus
-from tests.chaos.conftest import VENDOR, Fleet, elapsed, sized
+from tests.chaos.conftest import VENDOR, elapsed, sized
 from tests.chaos.ledger import tally
 from tests.postgres_cluster import find_bindir
 from tests.postgres_pair import Pair
+from tests.support.fleet import Fleet
 from tests.support.waiting import wait_until
 from tests.testapp.models import Run
 

@@ -9,8 +9,9 @@ import pytest
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed, sized, with_attempts
+from tests.chaos.conftest import elapsed, sized, with_attempts
 from tests.chaos.ledger import tally
+from tests.support.fleet import Fleet, seed
 from tests.support.waiting import StopWaiting, wait_until
 from tests.testapp.jobs import work
 

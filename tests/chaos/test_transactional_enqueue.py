@@ -11,8 +11,9 @@ from django.db import connection, transaction
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.conftest import elapsed, sized
 from tests.chaos.ledger import tally
+from tests.support.fleet import Fleet, seed
 from tests.testapp.jobs import order
 from tests.testapp.models import Order, Run
 

@@ -18,8 +18,9 @@ from django.db.models import Count
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.chaos.conftest import Fleet, elapsed, seed
-from tests.testapp.jobs import insert_once
+from tests.chaos.conftest import elapsed
+from tests.support.fleet import Fleet, seed
+from tests.testapp.jobs import insert_once, runs
 from tests.testapp.models import Execution
 
 pytestmark = [pytest.mark.server_database, pytest.mark.django_db(transaction=True),
@@ -40,19 +41,11 @@ def _succeeded():
     return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
 
 
-def _runs(path) -> list:
-    """(pid, job id) of every run so far, committed or rolled back."""
-    if not path.exists():
-        return []
-    return [tuple(map(int, line.split())) for line in path.read_text().splitlines()
-            if line.count(" ") == 1]
-
-
 def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
         start_worker, database_server, tmp_path, monkeypatch):
     rng = random.Random(run_seed := seed())
-    runs = tmp_path / "runs.txt"
-    monkeypatch.setenv("SQLQUEUE_TEST_RUNS_FILE", str(runs))  # the workers inherit it
+    log = tmp_path / "runs.txt"
+    monkeypatch.setenv("SQLQUEUE_TEST_RUNS_FILE", str(log))  # the workers inherit it
     Job.objects.bulk_enqueue(insert_once.prepare(str(n)) for n in range(JOBS))
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS,
@@ -65,7 +58,7 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
         fleet.wait_until(lambda t=(n + 1) * step: _succeeded() >= t, timeout=600,
                          interval=0.05, what=f"progress before kill {n + 1}")
         # A worker that has run jobs: its lane is busy, so the kill lands in a transaction.
-        victim = fleet.kill(rng, among={pid for pid, _ in _runs(runs)})
+        victim = fleet.kill(rng, among={pid for pid, *_ in runs(log)})
         assert victim is not None, "no worker has run a job yet"
         if n == KILLS // 2 - 1:
             database_server.restart(mode="fast")
@@ -79,7 +72,7 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
     codes = fleet.stop()
 
     assert Execution.objects.count() == JOBS, f"seed {run_seed}"
-    ran = _runs(runs)
+    ran = runs(log)
     # Runs rolled back with their batch: the kills and the restart cut transactions short.
     assert len(ran) > JOBS, "no run was rolled back: the chaos cut no transaction short"
     twice = (Execution.objects.values("job_id").annotate(n=Count("pk")).filter(n__gt=1)

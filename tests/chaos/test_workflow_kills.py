@@ -15,7 +15,8 @@ import pytest
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.workflows import chord
-from tests.chaos.conftest import Fleet, elapsed, seed, sized
+from tests.chaos.conftest import elapsed, sized
+from tests.support.fleet import Fleet, seed
 from tests.support.waiting import StopWaiting, wait_until
 from tests.testapp.models import Run
 from tests.testapp.tasks import flow_step

@@ -25,8 +25,9 @@ from django.db import connections
 from django_sqlqueue.models import Job, JobDependency
 from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus
 from django_sqlqueue.workflows import chord
-from tests.chaos.conftest import SOAK, Fleet, elapsed, seed
+from tests.chaos.conftest import SOAK, elapsed
 from tests.chaos.ledger import tally
+from tests.support.fleet import Fleet, seed
 from tests.support.waiting import wait_until
 from tests.testapp.models import Run
 from tests.testapp.tasks import flow_step

@@ -13,13 +13,14 @@ from django_sqlqueue.db import ops
 from django_sqlqueue.exceptions import InvalidTransactional
 from django_sqlqueue.models import Job
 from django_sqlqueue.run import transactional
+from django_sqlqueue.run.outcomes import transition, write
 from django_sqlqueue.run.runner import OutcomeKind
 from django_sqlqueue.schedules.operations import run_now
 from django_sqlqueue.schedules.runtime import add_schedule
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.transactional_lane import TransactionalLane
 from django_sqlqueue.workflows import chain
-from tests.testapp.jobs import insert_and_sleep, insert_once, work
+from tests.testapp.jobs import insert_and_sleep, insert_once, insert_then_lose_connection, work
 from tests.testapp.models import Execution
 from tests.testapp.tasks import async_add
 
@@ -177,6 +178,26 @@ def test_a_failure_on_the_ordinary_path_is_left_to_the_outcome_writer_without_it
     outcome, written = transactional.run_claimed(claimed, "default")
     assert (outcome.kind, written) == (OutcomeKind.FAILED, None)
     assert rows() == 0
+
+
+@pytest.mark.server_database
+def test_the_database_going_away_before_the_outcome_is_written_interrupts_the_run():
+    """A restart after the job returned: its outcome's write finds the connection gone. The
+    run is interrupted (its effects went with the transaction), not a failure of the job, and
+    not an exception that leaves the job to its lease."""
+    queued = insert_then_lose_connection.enqueue()
+    claimed, = Job.objects.claim(None, "w", limit=1)
+    outcome, written = transactional.run_claimed(claimed, "default")
+    assert (outcome.kind, written) == (OutcomeKind.INTERRUPTED, None)
+    connections.close_all()
+    assert rows(queued.pk) == 0
+    # What the outcome writer does with it once the database answers.
+    assert write([(claimed, transition(claimed, outcome))], "default") == {queued.pk}
+    allowed = queued.max_attempts
+    queued.refresh_from_db()
+    assert (queued.status, queued.interruptions) == (JobStatus.QUEUED, 1)
+    assert (queued.attempts, queued.max_attempts) == (1, allowed + 1)  # the attempt given back
+    assert "the database went away" in queued.errors[-1]["message"]
 
 
 # ---- schedules ------------------------------------------------------------------------------

@@ -166,6 +166,29 @@ def stepped(marker_dir):
     return [first, step("step2", _part, 2, marker_dir, False)]
 
 
+@task
+def steps_insert_rows(marker_dir, steps, hold_ms=0):
+    """Durable steps through kills and a restart (tests/tasks_backend/test_kills.py): ``steps``
+    steps, each writing an Execution row (tag ``step{n}``) in its transaction and holding it up
+    to ``hold_ms``; returns ``[10, 20, ...]``."""
+    from django_sqlqueue import step
+
+    from .step_tasks import _part
+
+    return [step(f"step{n}", _part, n, marker_dir, False, hold_ms) for n in range(1, steps + 1)]
+
+
+if TASK_OPTIONS:
+
+    @task(transactional=True)
+    def inserts_a_row(key, hold_ms=0):
+        """A transactional task (Django 6.1's @task keywords): one Execution row, committed with
+        its success or not at all (tests/tasks_backend/test_kills.py)."""
+        from .jobs import insert_row
+
+        insert_row(key, hold_ms)
+
+
 def _record(tag, task_result):
     if task_result.task.module_path.startswith(__name__):
         Execution.objects.create(job_id=int(task_result.id), attempt=task_result.attempts,

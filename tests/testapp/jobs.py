@@ -59,23 +59,54 @@ def flaky(fail_times, key=""):
     return run.attempt
 
 
-@job(name="chaos.insert_once", transactional=True)
-def insert_once(key="", fail_first=0):
-    """A transactional job's effect: one Execution row, in the transaction that records the
-    job's outcome, so a row exists once per succeeded job, never for a failed or killed run.
-    Fails its first ``fail_first`` attempts after writing its row (which is rolled back)."""
+def insert_row(key="", hold_ms=0):
+    """The current job's effect: one Execution row tagged ``key`` (a transactional job's is in
+    the transaction that records its outcome, a step's in the step's: a row exists once per
+    succeeded job or completed step, never for a failed or killed run), then a random pause of
+    up to ``hold_ms`` in that transaction (so kills land inside it). Every run is also appended
+    to $SQLQUEUE_TEST_RUNS_FILE, outside the transaction: rolled back or not (read by
+    ``runs``). Returns the job."""
     from .models import Execution
 
     this = current_job()
     Execution.objects.create(job_id=this.pk, attempt=this.attempts,
                              worker=this.claimed_by or "", tag=str(key))
-    runs = os.environ.get("SQLQUEUE_TEST_RUNS_FILE")
-    if runs:  # outside the transaction: every run, rolled back or not (tests/chaos)
-        with open(runs, "a") as file:
-            file.write(f"{os.getpid()} {this.pk}\n")
+    path = os.environ.get("SQLQUEUE_TEST_RUNS_FILE")
+    if path:
+        with open(path, "a") as file:
+            file.write(f"{os.getpid()} {this.pk} {key}\n")
+    if hold_ms:
+        time.sleep(random.uniform(0, hold_ms) / 1000)
+    return this
+
+
+def runs(path) -> list:
+    """(pid, job id, key) of every run ``insert_row`` logged to ``path``, committed or rolled
+    back, in the order they were logged (complete lines only: the last may be half written)."""
+    if not path.exists():
+        return []
+    return [(int(pid), int(job_id), key) for pid, job_id, key in (
+        line.split(" ", 2) for line in path.read_text().split("\n")[:-1])]
+
+
+@job(name="chaos.insert_once", transactional=True)
+def insert_once(key="", fail_first=0):
+    """``insert_row`` (tests/chaos); fails its first ``fail_first`` attempts after writing its
+    row (which is rolled back)."""
+    this = insert_row(key)
     if this.attempts <= fail_first:
         raise RuntimeError(f"planned failure of attempt {this.attempts}")
     return None
+
+
+@job(name="chaos.insert_then_lose_connection", transactional=True)
+def insert_then_lose_connection():
+    """A transactional job whose connection the server ends after its write, before its outcome
+    is written, as a restart would (tests/integration/test_transactional_jobs.py)."""
+    from tests.support.server_side import end_connection
+
+    insert_row("lost")
+    end_connection(current_job()._state.db or "default")
 
 
 @job(name="chaos.insert_and_sleep", transactional=True, timeout=1)

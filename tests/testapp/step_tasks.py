@@ -37,15 +37,14 @@ def wait_for_gate(marker_dir) -> None:
         time.sleep(0.05)
 
 
-def _part(n, marker_dir, gate):
+def _part(n, marker_dir, gate, hold_ms=0):
     """Step ``n`` of ``five_steps``: marks its execution, writes an Execution row (tag
-    ``step{n}``) in the step's transaction, waits for the gate at step four, returns ``10 * n``."""
-    from .models import Execution
+    ``step{n}``) in the step's transaction and holds it up to ``hold_ms`` (``insert_row``),
+    waits for the gate at step four, returns ``10 * n``."""
+    from .jobs import insert_row
 
-    this = current_job()
     mark(marker_dir, f"step{n}")
-    Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker=this.claimed_by or "",
-                             tag=f"step{n}")
+    insert_row(f"step{n}", hold_ms)
     if n == 4 and gate:
         wait_for_gate(marker_dir)
     return 10 * n

@@ -1,0 +1,51 @@
+"""``end_connection``: the server ends one connection, as a restart, a failover or an operator
+would, for tests that need a connection to break at a chosen point (PostgreSQL, MariaDB)."""
+
+import threading
+
+from django.db import connections
+
+from tests.support.waiting import wait_until
+
+#: Per vendor: this connection's id on the server; ending a connection by id (waiting for its
+#: end, where the server can); whether a connection of that id is still there.
+_STATEMENTS = {
+    "postgresql": ("SELECT pg_backend_pid()", "SELECT pg_terminate_backend(%s, 30000)",
+                   "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"),
+    "mysql": ("SELECT CONNECTION_ID()", "KILL CONNECTION %s",
+              "SELECT count(*) FROM information_schema.processlist WHERE id = %s"),
+}
+
+
+def end_connection(alias="default") -> None:
+    """End this thread's connection to ``alias`` from the server's side, from another
+    connection, and return once the server no longer has it: this thread's next statement on
+    it fails as after a restart."""
+    own_id, end, count = _STATEMENTS[connections[alias].vendor]
+    with connections[alias].cursor() as cursor:
+        cursor.execute(own_id)
+        (ident,) = cursor.fetchone()
+
+    errors = []
+
+    def from_another_connection():
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute(end, [ident])
+            wait_until(lambda: _count(alias, count, ident) == 0, what="the connection to end")
+        except Exception as exc:  # noqa: BLE001 - raised in the calling thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=from_another_connection)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _count(alias, statement, ident) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(statement, [ident])
+        return cursor.fetchone()[0]
