@@ -37,6 +37,14 @@ class BenchDatabase:
     env: dict
     server: object = None  # BenchCluster or BenchMariaDB; None for SQLite
 
+    def server_pid(self) -> int | None:
+        """The server's main process (its workers are its children); None for SQLite."""
+        if self.server is None:
+            return None
+        path = (self.server.datadir / "postmaster.pid" if self.name == "postgresql"
+                else self.server.base / "mariadbd.pid")
+        return int(path.read_text().split()[0])
+
     @property
     def vendor(self) -> str:
         from django.db import connection

@@ -13,19 +13,27 @@ The scheme is start-time fair queueing (Goyal, Vin and Cheng, 1996), one job a "
   ready jobs gets slots in proportion to its weight.
 * A key that was idle starts at V, not at its old F: it does not bank the turns it missed
   and then take every slot in a burst.
-* Only the leads ``F - V > 0`` are kept, on the Queue row (``fair_state``, written by the claim
-  under the row's lock that serialises the queue's claims, claim/limited.py): a key missing
-  from it starts at V. The row holds no more than the keys served ahead of V.
+* Only the leads ``F - V > 0`` are kept: a key missing from them starts at V.
+
+Each process keeps the bookkeeping of its own claims (``FairBook``, one per database and
+queue), not the database: the claims of a fair queue run side by side like plain claims, from
+any number of workers and hosts, each fair on its own, so that together they are too (a sum of
+sequences that each give a key its share gives it its share). Claims that took turns on a
+shared bookkeeping row ran one at a time: with short jobs the queue drained at 40 to 80% of
+the plain rate (docs/fairness.md). What one process's claims lose to another's at the same
+moment (both gave a key with one job a slot; one got it) goes to the other keys in the same
+claim.
 
 The reads never touch a key's backlog: the ready keys are found by a skip scan (one index probe
 per key, the driver's ``ready_keys``), then each key that was given slots has that many rows
-read from its own range of ``sqlqueue_job_ready_by_key`` (``ready_ids_by_key``). The skip scan
-finds keys whose jobs are not due yet too; a key that has fewer due jobs than its slots gets
-what it has, and its other slots are given again among the rest (one more read, at most
-``READS_PER_CLAIM`` in all).
+locked and set running from its own range of ``sqlqueue_job_ready_by_key``, in one statement
+(``claimable_ids_by_key`` in ``claim_jobs``; ``FOR UPDATE SKIP LOCKED``: rows another claim
+holds are passed over). The skip scan finds keys whose jobs are not due yet too; a key that got
+fewer jobs than its slots gets no more in this claim, and its other slots are given again among
+the rest (one more statement, at most ``CLAIMS_PER_WINDOW`` in all).
 
 A claim looks at no more than FAIR_KEYS_PER_CLAIM keys (a window); with more keys, each claim
-looks at the next window, after the last key of the previous one (``fair_state["after"]``),
+looks at the next window, after the last key of the previous one (``FairBook.after``),
 wrapping round at the end of the keys: the windows take turns, the weights apply among the keys
 of a window. A window with fewer due jobs than the claim wants is followed by the next, in the
 same claim (at most WINDOWS_PER_CLAIM).
@@ -33,12 +41,13 @@ same claim (at most WINDOWS_PER_CLAIM).
 
 import heapq
 import math
-from dataclasses import dataclass
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
 
 from django.db import connections
 
 from ..db import ops, returning
-from .rows import in_claim_order
 
 #: The most keys one fair claim looks at. With more keys that have ready jobs, each claim looks
 #: at the next this many in key order, after those the previous claim looked at (wrapping round
@@ -47,9 +56,9 @@ from .rows import in_claim_order
 FAIR_KEYS_PER_CLAIM = 1_000
 #: Windows of keys one claim looks at, when the first has fewer due jobs than the claim wants.
 WINDOWS_PER_CLAIM = 3
-#: Reads of the keys' rows per window: the first for the slots given, the others for the slots
-#: of keys that had fewer due jobs than they were given.
-READS_PER_CLAIM = 4
+#: Claim statements per window: the first for the slots given, the others for the slots of keys
+#: that had fewer due jobs than they were given.
+CLAIMS_PER_WINDOW = 4
 
 
 def allot(keys, slots: int, *, weights: dict, leads: dict, caps: dict) -> tuple[dict, dict]:
@@ -74,59 +83,123 @@ def allot(keys, slots: int, *, weights: dict, leads: dict, caps: dict) -> tuple[
 
 
 @dataclass
-class FairPick:
-    """What a fair claim picked: the ids, in no order, and the keys' window it looked at."""
+class FairBook:
+    """One process's bookkeeping of its claims of one fair queue: each key's lead over the
+    virtual time (only leads above 0), and the key the next claim's window starts after (None:
+    from the first key)."""
 
-    ids: list
-    #: The key the next claim's window starts after; None: from the first key.
-    after: str | None
+    leads: dict = field(default_factory=dict)
+    after: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def charge(self, claimed: Counter, weights: dict) -> None:
+        """Charge each key with the jobs a claim got of it (``claimed``: {key: jobs})."""
+        with self.lock:  # claims of the same process in other threads charge it too
+            _, self.leads = allot(sorted(claimed), claimed.total(), weights=weights,
+                                  leads=self.leads, caps=claimed)
 
 
-def pick_fair(model, alias, row, clock, room: int, key_room=None) -> FairPick:
-    """Up to ``room`` ready jobs of the fair queue of ``row``, shared between its keys
-    (``key_room(key)``: the most a key may take under per-key limits; None: no such limits).
-    When a window of keys (FAIR_KEYS_PER_CLAIM) has fewer due jobs than ``room``, the claim
-    goes on to the next, at most WINDOWS_PER_CLAIM in all."""
+_books: dict = {}
+_books_lock = threading.Lock()
+
+
+def book(alias: str, queue: str) -> FairBook:
+    """This process's bookkeeping of the fair queue ``queue`` of database ``alias``."""
+    with _books_lock:
+        return _books.setdefault((alias, queue), FairBook())
+
+
+def forget(alias: str | None = None) -> None:
+    """Drop this process's bookkeeping (of one database, or all): its next claims start with
+    every key level (a test that counts shares from level)."""
+    with _books_lock:
+        for known in list(_books):
+            if alias in (None, known[0]):
+                del _books[known]
+
+
+def forget_all_but(alias: str, fair_queues: set) -> None:
+    """Drop this process's bookkeeping of the queues of ``alias`` not in ``fair_queues``: a
+    queue made fair again starts with every key level. Called with each read of the Queue
+    table (``read_controls``)."""
+    with _books_lock:
+        for known in list(_books):
+            if known[0] == alias and known[1] not in fair_queues:
+                del _books[known]
+
+
+def claim_fair(queryset, queue: str, weights: dict, worker_id, room: int, lease_seconds,
+               now=None, key_room=None) -> list:
+    """Claim up to ``room`` ready jobs of the fair queue ``queue``, shared between its keys by
+    ``weights`` (``key_room(key)``: the most a key may take under per-key limits; None: no
+    such limits), and return them. Statements of their own, side by side with other claims:
+    no lock but the rows'. When a window of keys (FAIR_KEYS_PER_CLAIM) has fewer due jobs than
+    ``room``, the claim goes on to the next, at most WINDOWS_PER_CLAIM in all."""
+    alias = queryset._write_alias()
     connection = connections[alias]
-    after = (row.fair_state or {}).get("after")
-    ids, looked_at = [], set()
+    books = book(alias, queue)
+    leads, after = dict(books.leads), books.after
+    jobs, claimed, looked_at = [], Counter(), set()
     for _ in range(WINDOWS_PER_CLAIM):
-        keys, after = _window(connection, model, row.name, after)
+        keys, after = _window(connection, queryset.model, queue, after)
         keys = [key for key in keys if key not in looked_at]  # a window may wrap round
         looked_at.update(keys)
-        ids += _pick_among(connection, model, row, clock, keys, room - len(ids), key_room)
-        if len(ids) >= room or after is None:  # done, or every key was looked at
+        if len(looked_at) == 1 and after is None and key_room is None:
+            # The queue's only key with ready jobs: its claim order is the queue's, which the
+            # plain claim's single statement takes, with a simpler plan than the reads by key
+            # (a tenant alone with a backlog: a fair queue's claims cost little more than plain
+            # ones). A job of another key enqueued since the scan may come with them: it is
+            # charged to its key like any other.
+            taken = queryset.claim_ready([queue], worker_id, room, lease_seconds, now)
+            jobs += taken
+            claimed.update(_count_keys(taken, keys))
             break
-    return FairPick(ids, after)
+        got = _claim_among(queryset, queue, keys, room - len(jobs), weights, leads, key_room,
+                           (worker_id, lease_seconds, now), jobs)
+        claimed.update(got)
+        if len(jobs) >= room or after is None:  # done, or every key was looked at
+            break
+    books.after = after
+    if jobs:
+        books.charge(claimed, weights)
+    return jobs
 
 
-def _pick_among(connection, model, row, clock, keys, room, key_room) -> list:
-    """The ids of up to ``room`` due jobs of ``keys``, each key's share of them."""
-    weights, leads = row.key_weights or {}, (row.fair_state or {}).get("leads", {})
-    # What a key can take at most: what its limits leave, or the due jobs it has.
+def _claim_among(queryset, queue, keys, room, weights, leads, key_room, claim,
+                 jobs: list) -> Counter:
+    """Claim up to ``room`` due jobs of ``keys``, each key's share of them, into ``jobs``;
+    returns how many each key got."""
+    # What a key can take at most: what its limits leave, or the due jobs it had.
     known = {} if key_room is None else {key: key_room(key) for key in keys}
-    rows = {}  # key: the ids of its first due jobs read so far, in claim order
-    db_clock = model._meta.get_field("run_at").get_db_prep_value(clock, connection)
-    for _ in range(READS_PER_CLAIM):
+    got = Counter()
+    connection = connections[queryset._write_alias()]
+    for _ in range(CLAIMS_PER_WINDOW):
         given, _ = allot(keys, room, weights=weights, leads=leads, caps=known)
-        # A key's read starts at its first job: it takes all its slots so far.
-        wanted = {key: count for key, count in given.items() if count > len(rows.get(key, ()))}
+        wanted = {key: count - got[key] for key, count in given.items() if count > got[key]}
         if not wanted:
             break
-        statement, params = ops(connection).ready_ids_by_key(
-            model, queue=row.name, wanted=wanted, now=db_clock)
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            found = in_claim_order(model, cursor.fetchall())
-        for key in wanted:
-            rows[key] = []
-        for pk, key, *_ in found:
-            rows[key].append(pk)
+        picked_sql, picked_params = ops(connection).claimable_ids_by_key(
+            queryset.model, queue=queue, wanted=wanted)
+        claimed = queryset.claim_picked(picked_sql, picked_params, *claim)
+        jobs += claimed
+        by_key = _count_keys(claimed, wanted)
+        got.update(by_key)
         for key, count in wanted.items():
-            if len(rows[key]) < count:  # all its due jobs (those not claimed by now)
-                known[key] = len(rows[key])
-    given, _ = allot(keys, room, weights=weights, leads=leads, caps=known)
-    return [pk for key, count in given.items() for pk in rows.get(key, ())[:count]]
+            if by_key[key] < count:  # every due job it had (not held by another claim)
+                known[key] = got[key]
+    return got
+
+
+def _count_keys(jobs, asked) -> Counter:
+    """{key: how many of ``jobs`` are of it}, each key as in ``asked``: under a
+    case-insensitive collation (MariaDB's usual) the rows of "A" come with those of "a"."""
+    counts = Counter()
+    for job in jobs:
+        key = job.concurrency_key or ""
+        if key not in asked:
+            key = next((name for name in asked if name.casefold() == key.casefold()), key)
+        counts[key] += 1
+    return counts
 
 
 def _window(connection, model, queue, after) -> tuple[list, str | None]:
@@ -144,15 +217,3 @@ def _window(connection, model, queue, after) -> tuple[list, str | None]:
             model, queue=queue, unkeyed=True, limit=FAIR_KEYS_PER_CLAIM - len(keys)))
                  if key not in seen]
     return keys, (keys[-1] if len(keys) == FAIR_KEYS_PER_CLAIM else None)
-
-
-def fair_state(row, jobs, after) -> dict:
-    """The Queue row's ``fair_state`` once ``jobs`` (those the claim got) are charged to their
-    keys, with ``after`` for the next claim's window."""
-    claimed = {}
-    for job in jobs:
-        key = job.concurrency_key or ""
-        claimed[key] = claimed.get(key, 0) + 1
-    _, leads = allot(sorted(claimed), len(jobs), weights=row.key_weights or {},
-                     leads=(row.fair_state or {}).get("leads", {}), caps=claimed)
-    return {"leads": leads} if after is None else {"leads": leads, "after": after}

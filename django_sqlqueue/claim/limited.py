@@ -20,8 +20,9 @@ every limit itself, atomically, so that no race between workers or hosts can exc
   by a skip scan and each key's first rows are read from its own index range
   (the driver's ``ready_keys``, ``ready_ids_by_key``).
 
-A fair queue (``Queue.fair``) is claimed here too, under the same row lock: fair.py shares each
-claim between its keys and keeps its bookkeeping in the row.
+A fair queue (``Queue.fair``) with limits is claimed here too, under the same row lock, and
+fair.py shares each claim between its keys; one without limits is claimed by fair.py alone,
+side by side with the queue's other claims (no turn on its row: nothing to count).
 
 Queues with no pause, no limit and no fair shares are claimed by the plain single statement, as
 if this module did not exist; a worker reads the Queue table once per poll interval
@@ -30,15 +31,18 @@ worker within one poll interval.
 """
 
 import functools
+import operator
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from django.db import connections, transaction
 from django.db.models import Count, Q
 
 from ..db import ops, returning
 from ..statuses import READY_STATUSES, JobStatus
-from .fair import fair_state, pick_fair
+from . import fair
 from .rows import in_claim_order, rows_to_models
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
@@ -49,47 +53,68 @@ KEYS_PER_CLAIM = 400
 
 @dataclass(frozen=True)
 class QueueControls:
-    """What the Queue table said when it was read: the paused and the limited queues."""
+    """What the Queue table said when it was read: the paused, the limited and the fair
+    queues."""
 
     paused: frozenset = frozenset()
-    limited: frozenset = frozenset()  # not paused, with at least one limit or fair shares
+    limited: frozenset = frozenset()  # not paused, with at least one limit (fair or not)
+    #: The fair queues without limits, not paused: {name: key weights}. Claimed side by side
+    #: (claim/fair.py), with no turn on the queue's row.
+    fair: Mapping = field(default_factory=dict)
     read_at: float = 0.0  # time.monotonic() of the read
 
     @property
     def unused(self) -> bool:
         """Nothing to enforce: every claim is the plain one."""
-        return not self.paused and not self.limited
+        return not self.paused and not self.limited and not self.fair
 
     def held_back(self) -> frozenset:
-        return self.paused | self.limited
+        """The queues a plain claim leaves alone."""
+        return self.paused | self.limited | frozenset(self.fair)
 
 
 def read_controls(job_model, alias) -> QueueControls:
-    """The paused and limited (or fair) queues, from the Queue table (a few rows: one per queue
+    """The paused, limited and fair queues, from the Queue table (a few rows: one per queue
     an operator configured)."""
     queue_model = job_model._meta.apps.get_model("django_sqlqueue", "Queue")
-    rows = queue_model.objects.using(alias).filter(
-        Q(paused_at__isnull=False) | Q(concurrency_limit__isnull=False)
-        | Q(rate_limit__isnull=False) | Q(key_concurrency_limit__isnull=False)
-        | Q(key_rate_limit__isnull=False) | Q(fair=True)
-    ).values_list("name", "paused_at")
-    paused = frozenset(name for name, paused_at in rows if paused_at is not None)
-    limited = frozenset(name for name, paused_at in rows if paused_at is None)
-    return QueueControls(paused=paused, limited=limited, read_at=time.monotonic())
+    limits = ("concurrency_limit", "rate_limit", "key_concurrency_limit", "key_rate_limit")
+    rows = list(queue_model.objects.using(alias).filter(
+        Q(paused_at__isnull=False) | Q(fair=True)
+        | functools.reduce(operator.or_, (Q(**{f"{limit}__isnull": False}) for limit in limits))
+    ).values_list("name", "paused_at", "fair", "key_weights", *limits))
+    paused, limited, fair_queues = set(), set(), {}
+    # A queue no longer fair starts level if it becomes fair again.
+    fair.forget_all_but(alias, {name for name, _, is_fair, *_ in rows if is_fair})
+    for name, paused_at, is_fair, weights, *limit_values in rows:
+        if paused_at is not None:
+            paused.add(name)
+        elif any(value is not None for value in limit_values):
+            limited.add(name)
+        elif is_fair:
+            fair_queues[name] = weights or {}
+    return QueueControls(paused=frozenset(paused), limited=frozenset(limited),
+                         fair=MappingProxyType(fair_queues), read_at=time.monotonic())
 
 
 def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, controls) -> list:
-    """``JobQuerySet.claim`` when some queue is paused or limited: the limited queues this
-    worker serves first (each within its limits), then the others, plain."""
+    """``JobQuerySet.claim`` when some queue is paused, limited or fair: the limited and fair
+    queues this worker serves first (each within its limits, each fair), then the others,
+    plain."""
     if queryset.query.has_filters():
-        # A filtered claim (a test's, an admin's) leaves paused and limited queues alone.
+        # A filtered claim (a test's, an admin's) leaves paused, limited and fair queues alone.
         return queryset.exclude(queue__in=controls.held_back()).claim_ready(
             queues, worker_id, limit, lease_seconds, now)
     alias = queryset._write_alias()
-    served = controls.limited if queues is None else [q for q in queues if q in controls.limited]
+    controlled = controls.limited | frozenset(controls.fair)
+    served = controlled if queues is None else [q for q in queues if q in controlled]
     jobs = []
     for name in sorted(served):
-        if len(jobs) < limit:
+        if len(jobs) >= limit:
+            break
+        if name in controls.fair:
+            jobs += fair.claim_fair(queryset, name, controls.fair[name], worker_id,
+                                    min(limit - len(jobs), KEYS_PER_CLAIM), lease_seconds, now)
+        else:
             jobs += claim_limited(queryset, name, worker_id, limit - len(jobs), lease_seconds,
                                   now)
     if len(jobs) < limit:
@@ -130,27 +155,22 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                      row.rate_limit, len(starts.get("", ())))
         if room <= 0:
             return []
-        fair = None
         if row.fair:
-            # At most one slot per key read: each key is one part of ready_ids_by_key.
-            room = min(room, KEYS_PER_CLAIM)
-            fair = pick_fair(model, alias, row, clock, room, _key_caps(row, room, running,
-                                                                         starts))
-            picked = fair.ids
-        elif row.key_concurrency_limit is None and row.key_rate_limit is None:
-            picked = _first_ready(model, alias, name, clock, room)
+            # At most one slot per key read: each key is one part of claimable_ids_by_key.
+            jobs = fair.claim_fair(queryset, name, row.key_weights or {}, worker_id,
+                                   min(room, KEYS_PER_CLAIM), lease_seconds, now,
+                                   _key_caps(row, room, running, starts))
         else:
-            picked = _first_ready_by_key(model, alias, row, clock, room, running, starts)
-        jobs = []
-        if picked:
-            ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
-            picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
-            jobs = queryset.claim_picked(picked_sql, picked_params, worker_id, lease_seconds,
-                                         clock)
-        written = {}
-        if fair is not None and (jobs or fair.after != (row.fair_state or {}).get("after")):
-            # Even with no job claimed, the next claim looks at the next keys.
-            written["fair_state"] = fair_state(row, jobs, fair.after)
+            if row.key_concurrency_limit is None and row.key_rate_limit is None:
+                picked = _first_ready(model, alias, name, clock, room)
+            else:
+                picked = _first_ready_by_key(model, alias, row, clock, room, running, starts)
+            jobs = []
+            if picked:
+                ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
+                picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
+                jobs = queryset.claim_picked(picked_sql, picked_params, worker_id,
+                                             lease_seconds, clock)
         if row.rate_limit is not None or row.key_rate_limit is not None:
             at = clock.timestamp()
             for job in jobs:
@@ -158,9 +178,7 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                     starts.setdefault("", []).append(at)
                 if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
-            written["recent_starts"] = starts
-        if written:
-            queue_model.objects.using(alias).filter(pk=row.pk).update(**written)
+            queue_model.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
     return jobs
 
 

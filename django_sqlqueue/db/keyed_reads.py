@@ -118,13 +118,30 @@ class KeyedReads:
                   for value in (key, now, now, queue, key, count)]
         return " UNION ALL ".join(parts), params
 
-    def _ready_key_rows(self, model) -> tuple[str, str]:
-        """ready_ids_by_key's read of one key's rows, up to the key's test, and its order."""
+    def claimable_ids_by_key(self, model, *, queue: str, wanted: dict) -> tuple[str, list]:
+        """SELECT the ids of the first ready rows of one queue's keys, each key's in claim
+        order, at most ``wanted[key]`` of each, due by the database's clock and locked ``FOR
+        UPDATE SKIP LOCKED`` where the database has it; (sql, params): the ids a fair claim
+        sets running (``claim_jobs``'s ``picked_sql``, claim/fair.py). Each key's rows are read
+        as ``ready_ids_by_key`` reads them, from its own index range; rows another claim holds
+        are passed over, so claims of the same keys at the same time take different rows."""
+        rows, order = self._ready_key_rows(model, db_clock=True)
+        col = self.columns(model, ("id",))
+        parts = [f"SELECT part{n}.{col['id']} FROM "  # noqa: S608 - names only
+                 f"({rows}= %s{order}%s{self.lock_clause()}) AS part{n}"
+                 for n in range(len(wanted))]
+        params = [value for key, count in wanted.items() for value in (queue, key, count)]
+        return " UNION ALL ".join(parts), params
+
+    def _ready_key_rows(self, model, db_clock: bool = False) -> tuple[str, str]:
+        """ready_ids_by_key's read of one key's rows, up to the key's test, and its order; due
+        at a parameter (two of them), or by the database's clock with ``db_clock``."""
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, ("id", "status", "run_at", "expires_at", "queue", "priority",
                                    "concurrency_key"))
         columns = f"{col['id']}, {col['concurrency_key']}, {col['priority']}, {col['run_at']}"
+        now = self.now_sql(in_filter=True) if db_clock else "%s"
         rows = (f"SELECT {columns} FROM {table} "  # noqa: S608 - names and status constants only
-                f"WHERE {self.ready_condition(col, '%s')} "
+                f"WHERE {self.ready_condition(col, now)} "
                 f"AND {col['queue']} = %s AND {col['concurrency_key']} ")  # then the key's test
         return rows, f" ORDER BY {col['priority']} DESC, {col['run_at']}, {col['id']} LIMIT "

@@ -88,7 +88,19 @@ class PostgreSQLDriver(DatabaseDriver):
     def ready_ids_by_key(self, model, *, queue: str, wanted: dict, now) -> tuple[str, list]:
         """One LATERAL join over the arrays of keys and counts: the text is the same for any
         number of keys (planning a UNION ALL of 100 parts cost more than running it)."""
-        rows, _ = self._ready_key_rows(model)
+        return (f"SELECT part.* FROM {self._by_key(model, db_clock=False, lock='')}",  # noqa: S608
+                [list(wanted), list(wanted.values()), now, now, queue])
+
+    def claimable_ids_by_key(self, model, *, queue: str, wanted: dict) -> tuple[str, list]:
+        """The same LATERAL join, each key's rows locked ``FOR UPDATE SKIP LOCKED``."""
+        col = self.columns(model, ("id",))
+        return (f"SELECT part.{col['id']} FROM "  # noqa: S608 - names only
+                f"{self._by_key(model, db_clock=True, lock=self.lock_clause())}",
+                [list(wanted), list(wanted.values()), queue])
+
+    def _by_key(self, model, *, db_clock: bool, lock: str) -> str:
+        """The FROM of the reads by key: each wanted key's first rows, from its own range."""
+        rows, _ = self._ready_key_rows(model, db_clock=db_clock)
         col = self.columns(model, ("id", "run_at", "priority", "concurrency_key"))
         # The key as a range of one value, and sorted by first: with "= wanted.k" the key's
         # order is implied, sqlqueue_job_ready serves the same order, and PostgreSQL sometimes
@@ -97,10 +109,8 @@ class PostgreSQLDriver(DatabaseDriver):
         key_range = (f">= wanted.k AND {col['concurrency_key']} <= wanted.k ORDER BY "
                      f"{col['concurrency_key']}, {col['priority']} DESC, {col['run_at']}, "
                      f"{col['id']} LIMIT wanted.n")
-        return (
-            f"SELECT part.* FROM unnest(%s::text[], %s::int[]) AS wanted(k, n) "  # noqa: S608
-            f"CROSS JOIN LATERAL ({rows}{key_range}) AS part",
-            [list(wanted), list(wanted.values()), now, now, queue])
+        return (f"unnest(%s::text[], %s::int[]) AS wanted(k, n) "  # noqa: S608 - names only
+                f"CROSS JOIN LATERAL ({rows}{key_range}{lock}) AS part")
 
     def _claim_clock(self) -> tuple[str, str, dict, str]:
         # One reading of the clock for every row and column of the claim: NOW_PLUS is then

@@ -68,9 +68,10 @@ class Queue(models.Model):
     # jobs, each key's share in proportion to its weight in ``key_weights`` (1 if not named).
     fair = models.BooleanField(default=False, db_default=False)
     key_weights = models.JSONField(default=dict, blank=True, validators=[_valid_key_weights])
-    # The fair claim's own bookkeeping (claim/fair.py): {"leads": {key: its lead over the
-    # queue's virtual time}, only of the keys served ahead of it; "after": the key the next
-    # claim's scan of the keys starts after, when they are too many for one claim}.
+    # No longer read or written: the fair claim's bookkeeping now lives in each worker
+    # process (claim/fair.py). The column stays for one release so that the
+    # workers of the previous one, which read and write it, keep claiming during a rolling
+    # upgrade (a dropped column would fail every claim of theirs on a limited or fair queue).
     fair_state = models.JSONField(default=dict, blank=True, editable=False)
     last_claim_at = models.DateTimeField(null=True, blank=True, editable=False)
     updated_at = models.DateTimeField(auto_now=True)

@@ -90,8 +90,6 @@ def set_fair(name: str, fair: bool = True, *, weights=None, using=None) -> Queue
         row.fair = fair
         if weights is not None:
             row.key_weights = weights
-        if not fair:
-            row.fair_state = {}  # a fair queue later starts with every key level
         row.save()
     return row
 

@@ -3,11 +3,13 @@ time, on the real database: shares in proportion to the weights, an idle key's s
 the others, fair shares with per-key limits, and the controls. Real workers are in
 tests/process/test_fairness_workers.py."""
 
+import threading
 from collections import Counter
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
+from django_sqlqueue.claim import fair
 from django_sqlqueue.claim.limited import read_controls
 from django_sqlqueue.exceptions import InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
@@ -17,6 +19,12 @@ from tests.support.plans import explain
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def level_start():
+    """Each test's claims start with every key level: the bookkeeping is this process's."""
+    fair.forget()
 
 
 def claim(limit):
@@ -99,15 +107,32 @@ def test_fair_shares_keep_per_key_limits():
 
 def test_fair_queues_are_claimed_under_the_controls_and_plain_ones_as_before():
     assert read_controls(Job, "default").unused
-    queue_control.set_fair("default")
+    queue_control.set_fair("default", weights={"a": 2})
     controls = read_controls(Job, "default")
-    assert controls.limited == {"default"} and not controls.unused
+    # Without limits, claimed side by side, not in turns on the row.
+    assert controls.fair == {"default": {"a": 2}} and not controls.limited
+    assert not controls.unused and "default" in controls.held_back()
     backlog("a", 3)
     add.using(queue="other").enqueue(1, 1)
     claimed = Job.objects.claim(None, "w", limit=10, controls=controls)
     assert Counter(job.queue for job in claimed) == {"default": 3, "other": 1}
-    row = queue_control.set_fair("default", False)
-    assert row.fair_state == {} and read_controls(Job, "default").unused
+    queue_control.set_limits("default", concurrency_limit=10)
+    controls = read_controls(Job, "default")
+    assert controls.limited == {"default"} and not controls.fair
+    queue_control.set_limits("default", concurrency_limit=None)
+    queue_control.set_fair("default", False)
+    assert read_controls(Job, "default").unused
+
+
+def test_a_queue_made_fair_again_starts_with_every_key_level():
+    queue_control.set_fair("default")
+    backlog("a", 50)
+    backlog("b", 50)
+    assert keys_of(claim(3)) == {"a": 2, "b": 1}  # a first on ties: a is one slot ahead now
+    queue_control.set_fair("default", False)
+    read_controls(Job, "default")  # as each worker reads the Queue table
+    queue_control.set_fair("default")
+    assert keys_of(claim(1)) == {"a": 1}  # level again: a first (with a's lead kept: b)
 
 
 def test_weights_are_kept_until_changed_and_shown():
@@ -137,6 +162,40 @@ def test_a_fair_claim_sets_each_job_running_once():
     assert not {job.pk for job in first} & {job.pk for job in second}
     assert Job.objects.filter(status=JobStatus.RUNNING).count() == 60
     assert connection.vendor  # the same on every database
+
+
+@pytest.mark.server_database
+def test_fair_claims_side_by_side_pass_over_the_rows_another_holds():
+    """Fair claims run side by side (no turns on the queue's row): one that finds a key's jobs
+    locked by another transaction (another claim's) takes other rows, without waiting."""
+    queue_control.set_fair("default")
+    backlog("a", 20)
+    backlog("b", 2)
+    held = list(Job.objects.filter(concurrency_key="b").values_list("pk", flat=True))
+    holder = connections.create_connection("default")
+    holder.connect()
+    holder.set_autocommit(False)
+    claimed = []
+
+    def other_claim():
+        try:
+            claimed.extend(claim(4))
+        finally:
+            connection.close()
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT id FROM django_sqlqueue_job WHERE id IN (%s, %s) "
+                           "FOR UPDATE", held)
+        thread = threading.Thread(target=other_claim)
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the claim waited for rows another transaction holds"
+    finally:
+        holder.rollback()
+        holder.close()
+    thread.join()
+    assert keys_of(claimed) == {"a": 4}  # b's slots went to a
+    assert keys_of(claim(4)) == {"b": 2, "a": 2}
 
 
 @pytest.mark.postgresql

@@ -8,18 +8,24 @@ progress whatever the speed of the machine: the last one when A is less than a t
 Then, by construction: in plain claim order every B..K job (enqueued after all of A's, at the
 same priority) would be claimed after all of A's; with fair shares each key with ready jobs gets
 its turn in every rotation, so the last B..K job is claimed long before half of A's backlog.
-The order of claims is read from the database (``claimed_at``, by its clock: the claims of a fair
-queue take turns on its Queue row, so later claims have later times).
+The order of claims is read from the database (``claimed_at``, by its clock when each claim
+took its rows).
+
+The claims of a fair queue run side by side, each worker process fair on its own (claim/fair.py):
+racing workers on many keys run every job exactly once.
 """
 
 import bisect
+from collections import Counter
 
 import pytest
+from django.db.models import Count
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
-from tests.testapp.tasks import add, enqueue_wave
+from tests.testapp.models import Execution
+from tests.testapp.tasks import add, enqueue_wave, record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,3 +69,34 @@ def test_a_backlog_does_not_delay_other_keys_jobs_arriving_later(start_worker):
     # Without fair shares the same jobs are claimed in plain order: all of A's first (a
     # run with set_fair("fair", False) counted 10,000 here; with it, 2,774 on SQLite, when
     # it counted A's claims before the last B..K claim).
+
+
+def test_racing_workers_on_a_fair_queue_run_every_job_once_and_serve_every_key(start_worker):
+    """Four worker processes claim one fair queue of 20 weighted keys side by side (no turns
+    on its row): every job runs exactly once, and while every key has jobs left each gets its
+    turn."""
+    keys = [f"tenant-{n:02d}" for n in range(20)]
+    queue_control.set_fair("fair", weights={keys[0]: 3, keys[1]: 2})
+    Job.objects.bulk_enqueue(
+        record.using(queue="fair", concurrency_key=key).prepare(tag=key)
+        for _ in range(60) for key in keys)  # 1,200 jobs, 60 a key
+    options = ("--burst", "-q", "fair", "-c", "4", "--poll-interval", "0.2", "--no-scheduler")
+    workers = [start_worker(*options) for _ in range(4)]
+    for worker in workers:
+        assert worker.wait(timeout=280) == 0, worker.output
+
+    jobs = Job.objects.filter(queue="fair")
+    assert jobs.filter(status=JobStatus.SUCCEEDED).count() == 1_200
+    assert set(jobs.values_list("attempts", flat=True)) == {1}
+    runs = Counter(dict(Execution.objects.values_list("job_id").annotate(n=Count("pk"))))
+    assert len(runs) == 1_200 and set(runs.values()) == {1}  # each job ran once, none twice
+    # The first 276 jobs claimed, in database order, hold each key's share by weight: 3 and 2
+    # for the first two keys, 1 for the others, 12 jobs a share (23 shares), give or take 8:
+    # each process is fair on its own claims (within a job or two a key, seen 4 at most), and
+    # the cut may fall inside a claim of each. In claim order alone the first key would have
+    # 14 (its jobs are enqueued in turn with the others').
+    first = Counter(jobs.order_by("claimed_at", "pk").values_list("concurrency_key", flat=True)
+                    [:276])
+    for key in keys:
+        weight = {keys[0]: 3, keys[1]: 2}.get(key, 1)
+        assert abs(first[key] - 12 * weight) <= 8, (key, first[key], 12 * weight)
