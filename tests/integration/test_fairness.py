@@ -85,6 +85,15 @@ def test_an_idle_keys_share_goes_to_the_others():
     assert keys_of(claim(10)) == {"a": 5, "b": 5}
 
 
+def test_a_new_key_beside_a_key_alone_with_a_backlog_waits_one_claim_at_most():
+    queue_control.set_fair("default")
+    backlog("a", 100)
+    assert keys_of(claim(10)) == {"a": 10}  # one key, a full claim: the next skips the scan
+    backlog("b", 5)
+    assert keys_of(claim(10)) == {"a": 10}  # b is not looked for...
+    assert keys_of(claim(10)) == {"a": 5, "b": 5}  # ...until this one: its share at once
+
+
 def test_jobs_not_due_yet_do_not_take_a_share():
     import datetime as dt
 
