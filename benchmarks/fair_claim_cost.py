@@ -11,11 +11,12 @@ multi-row INSERT per 1,000 rows): one key with a backlog of ``--backlog`` ready 
 other keys with enough ready jobs each that none runs out during the run; then the database's
 ANALYZE. Prints the plans of the fair claim's two reads on that fill (finding the keys with
 ready jobs, ``ready_keys``; reading three keys' first rows, the big key's among them,
-``ready_ids_by_key``): PostgreSQL's ``EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)``, SQLite's
-``EXPLAIN QUERY PLAN``, MariaDB's ``ANALYZE FORMAT=JSON``. Then times ``--claims`` claims of
-``--limit`` jobs (``Job.objects.claim`` with the queue controls read once, as a worker holds
-them; the claimed jobs stay running), first with the queue fair, then plain, each on a fresh
-fill. Prints p50 and p95 per claim (ms). Writes nothing into the repository.
+``claimable_ids_by_key``, locked as the claim locks them): PostgreSQL's ``EXPLAIN (ANALYZE,
+COSTS OFF, TIMING OFF)``, SQLite's ``EXPLAIN QUERY PLAN``, MariaDB's ``ANALYZE FORMAT=JSON``.
+Then times ``--claims`` claims of ``--limit`` jobs (``Job.objects.claim`` with the queue
+controls read once, as a worker holds them; the claimed jobs stay running), first with the
+queue fair, then plain, each on a fresh fill. Prints p50 and p95 per claim (ms). Writes
+nothing into the repository.
 """
 
 import json
@@ -56,20 +57,19 @@ def fill(keys: int, per_key: int, backlog: int) -> None:
 def plans() -> list:
     """The plans of the fair claim's reads on the queue as filled: (title, text)."""
     from django.db import connection
-    from django.utils import timezone
 
     from django_sqlqueue.claim.fair import FAIR_KEYS_PER_CLAIM
     from django_sqlqueue.db import ops
     from django_sqlqueue.models import Job
 
     driver = ops(connection)
-    now = Job._meta.get_field("run_at").get_db_prep_value(timezone.now(), connection)
     reads = [
         ("finding the keys (ready_keys)",
          driver.ready_keys(Job, queue="default", unkeyed=True, limit=FAIR_KEYS_PER_CLAIM)),
-        (f"reading the first 4 rows of '{BIG}', 'key-1' and 'key-2' (ready_ids_by_key)",
-         driver.ready_ids_by_key(Job, queue="default", wanted={BIG: 4, "key-1": 3, "key-2": 3},
-                                 now=now)),
+        (f"reading and locking the first 4 rows of '{BIG}', 3 of 'key-1' and 'key-2' "
+         "(claimable_ids_by_key)",
+         driver.claimable_ids_by_key(Job, queue="default",
+                                     wanted={BIG: 4, "key-1": 3, "key-2": 3})),
     ]
     return [(title, explain(connection, *statement)) for title, statement in reads]
 

@@ -234,6 +234,14 @@ def test_a_fair_claim_visits_each_key_once_and_never_reads_a_backlog(analyzed):
     assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
         "sqlqueue_job_ready_by_key"}
     assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
+    # The fair claim's own read: the same, each key's rows locked as they are read.
+    nodes, most = explain(*ops(connection).claimable_ids_by_key(Job, queue="default",
+                                                                wanted=wanted))
+    assert most <= 15, nodes
+    assert any(n["Node Type"] == "LockRows" for n in nodes), nodes
+    assert {n.get("Index Name") for n in nodes if "Index Name" in n} == {
+        "sqlqueue_job_ready_by_key"}
+    assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
     queue_control.set_fair("default")
     assert keys_of(claim(12)) == {key: 1 for key in ["big", "", *(f"small-{n}" for n in
                                                                   range(10))]}
