@@ -8,6 +8,7 @@ import math
 
 from . import mariadb_statements as statements
 from .base import DatabaseDriver
+from .mariadb_keys import ready_keys
 from .pieces import NOT_PLAIN, NOW, outcome_row
 
 #: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
@@ -59,7 +60,7 @@ class MariaDBDriver(DatabaseDriver):
     def ready_keys(self, model, *, queue: str, limit: int, unkeyed: bool = False,
                    after: str | None = None) -> tuple:
         """Reads of ``sqlqueue_job_ready_by_key`` grouped by key, each of a bounded run of its
-        entries (``statements.KeysInReads``), instead of the recursive skip scan: MariaDB reads
+        entries (``mariadb_keys.KeysInReads``), instead of the recursive skip scan: MariaDB reads
         each of that scan's probes (``key > found.value``) from the start of the queue's range,
         so every probe crossed the entries of every key before it (5,000 jobs of one key: 5,000
         index entries read per later key). A statement to run with ``returning.fetch``."""
@@ -67,7 +68,7 @@ class MariaDBDriver(DatabaseDriver):
         col = self.columns(model, ("queue", "concurrency_key"))
         first = "IS NOT NULL" if unkeyed else "> ''"
         params = [queue, after, limit] if after is not None else [queue, limit]
-        return statements.ready_keys(quote(model._meta.db_table), col, self.ready_prefix(),
+        return ready_keys(quote(model._meta.db_table), col, self.ready_prefix(),
                                      first), params
 
     def ready_rows(self, rows):
