@@ -26,7 +26,10 @@ key's job (``claimed_at - enqueued_at``, both from the database's clock), p50/p9
 A's, over that time (``drain s``). Prints a table,
 then the two ratios the issue asks for: the small keys' p95 behind the backlog over their p95
 on the empty queue (target: at most 2) and the fair throughput over the plain one (target: at
-least 0.9). Small-key jobs that arrived after A's backlog was gone are counted apart (they
+least 0.9), and a third: the CPU the workers and the database server used per job claimed until
+A's backlog was all claimed, plain over fair (the rate a core buys: steadier than the rate on a
+machine shared with other work). ``--rounds N`` runs the scenarios in turn N times and prints
+each ratio's median. Small-key jobs that arrived after A's backlog was gone are counted apart (they
 measure the empty queue again): choose ``--rate`` so that the arrivals end before the drain.
 Writes nothing into the repository.
 """
