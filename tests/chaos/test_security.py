@@ -190,10 +190,11 @@ _DRIVERS = SQL_ASSEMBLY.pop("sql.py") | {"self", "value", "job", "again", "READY
 SQL_ASSEMBLY.update({f"db/{name}.py": _DRIVERS
                      for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb",
                                   "keyed_reads")})
-# Issue 30, fairness: MariaDB's ready_keys: the driver's ready_prefix (quoted names), the key
-# column (key, quoted) and its test (test: "> %s", "> ''" or "IS NOT NULL").
-SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py") | {
-    "ready_prefix", "key", "test"}
+SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
+# Issue 30, fairness: MariaDB's ready_keys (db/mariadb_keys.py): the quoted table and columns
+# (table, col), the driver's ready_prefix (quoted names), the key column (key, quoted) and its
+# test (test: "> %s", "> ''" or "IS NOT NULL").
+SQL_ASSEMBLY["db/mariadb_keys.py"] = {"table", "col", "ready_prefix", "key", "test"}
 
 
 def _pieces(node):
