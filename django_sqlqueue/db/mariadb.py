@@ -180,6 +180,12 @@ def server_problem(connection) -> str | None:
     try:
         version = connection.mysql_version
     except Exception as exc:  # noqa: BLE001 - no server to ask: the check cannot say more
+        if any(MariaDBDriver.says_connection_lost(error) for error in (exc, exc.__cause__)
+               if error is not None):
+            # Out of reach says nothing of what the server is: the outage goes to the caller,
+            # as Django's own checks raise it (runworker retries them until it answers; a
+            # worker started during a restart exited on this check's error instead).
+            raise
         return f"its server version could not be read ({exc})"
     shown = ".".join(map(str, version))
     if not connection.mysql_is_mariadb:

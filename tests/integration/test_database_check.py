@@ -2,11 +2,12 @@
 older than 10.6 (no SKIP LOCKED) and MySQL (untested) are refused with the reason."""
 
 import re
+import socket
 from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 
 from django_sqlqueue.checks import DATABASE_HINT, database_problem
 from django_sqlqueue.db.mariadb import server_problem as _mysql_problem
@@ -58,3 +59,24 @@ def test_a_mariadb_session_not_in_utc_is_refused_naming_the_fix():
             cursor.execute("SET time_zone = '+00:00'")
     assert "time zone is +2 h from UTC" in problem
     assert "SET time_zone = '+00:00'" in problem and "default_time_zone" in problem
+
+
+def test_a_mariadb_server_out_of_reach_is_an_outage_not_a_problem_of_the_database(
+        django_db_blocker):
+    """A server that does not answer says nothing of what it is: the check raises the outage
+    (which runworker's retry of the system checks waits out) instead of refusing the database
+    (sqlqueue.E002, E104): a worker started during a MariaDB restart exited on E104 (found by
+    tests/tasks_backend/test_kills.py)."""
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB's server check; runs in the mariadb pass")
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    connections.settings["unreachable"] = {**connection.settings_dict, "HOST": "127.0.0.1",
+                                           "PORT": port}
+    try:
+        with django_db_blocker.unblock(), pytest.raises(OperationalError):
+            _mysql_problem(connections["unreachable"])
+    finally:
+        del connections["unreachable"]
+        del connections.settings["unreachable"]
