@@ -44,11 +44,15 @@ def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, d
     assert sum(t["enqueued"] for t in totals) == 2 * TICKS
     assert sum(t["skipped"] for t in totals) == 0
     enqueuers = Counter(job.payload["schedule"]["by"] for job in jobs)
-    assert len(enqueuers) > 1, f"the processes did not actually race: {enqueuers}"
+    lost = sum(t["lost"] for t in totals)
+    # They raced: more than one enqueued, or some process found a tick it had read as due
+    # already taken when its fenced write came. On SQLite one process can win every tick, its
+    # writes taking the write lock while the others sleep in the busy handler (CI, once: all
+    # 200 by one), and then lose each race they run.
+    assert len(enqueuers) > 1 or lost > 0, f"the processes did not actually race: {enqueuers}"
     rows = {row.name: row for row in Schedule.objects.all()}
     assert {name: (row.runs, row.next_run_at) for name, row in rows.items()} == {
         name: (TICKS, T0 + (TICKS + 1) * MINUTE) for name in ("race-interval", "race-cron")}
-    lost = sum(t["lost"] for t in totals)
     print(f"enqueued by: {dict(enqueuers)}; races lost: {lost}")
 
     # Three hours without a worker, then six start at the same moment: each schedule runs its
