@@ -60,6 +60,9 @@ def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callbac
     chords = [enqueue_chord("big", BIG_CHORD)]
     chords += [enqueue_chord(f"small{n}", SMALL_SIZE) for n in range(SMALL_CHORDS)]
     total = Job.objects.count()
+    # Every job's max_attempts as enqueued: each attempt given back (a rescue's, or a release
+    # of a job claimed ahead that waited past the pool's CLAIMED_AHEAD_MAX_WAIT) raises it.
+    (enqueued_max_attempts,) = set(Job.objects.values_list("max_attempts", flat=True))
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
 
@@ -105,8 +108,13 @@ def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callbac
                 interruptions=interrupted, seconds=seconds)
     assert all(job.status == JobStatus.SUCCEEDED for job in jobs.values())  # nothing lost
     for job in jobs.values():
-        # Claimed once, plus once per rescue: never released or claimed an extra time.
-        assert job.attempts == 1 + job.interruptions, (job.pk, job.attempts, job.errors)
+        # Claimed once, plus once per attempt given back: a rescue (each counted as an
+        # interruption), or the release of a job claimed ahead that waited too long for a
+        # thread (through PgBouncer on a loaded CI machine: attempts 2, no interruption);
+        # never claimed an extra time without one.
+        given_back = job.max_attempts - enqueued_max_attempts
+        assert job.attempts == 1 + given_back, (job.pk, job.attempts, given_back, job.errors)
+        assert job.interruptions <= given_back, (job.pk, job.interruptions, given_back)
         assert 1 <= len(runs[job.pk]) <= job.attempts
     for members, callback in chords:
         first_start = min(run.started_at for run in runs[callback])
