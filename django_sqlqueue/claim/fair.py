@@ -120,22 +120,14 @@ def book(alias: str, queue: str) -> FairBook:
         return _books.setdefault((alias, queue), FairBook())
 
 
-def forget(alias: str | None = None) -> None:
-    """Drop this process's bookkeeping (of one database, or all): its next claims start with
-    every key level (a test that counts shares from level)."""
+def forget(alias: str | None = None, *, keep=frozenset()) -> None:
+    """Drop this process's bookkeeping (of the queues of one database, or all), but of the
+    queues in ``keep``: their next claims start with every key level. ``read_controls`` keeps
+    only the fair queues' at each read of the Queue table (a queue made fair again starts
+    level); a test that counts shares from level drops them all."""
     with _books_lock:
         for known in list(_books):
-            if alias in (None, known[0]):
-                del _books[known]
-
-
-def forget_all_but(alias: str, fair_queues: set) -> None:
-    """Drop this process's bookkeeping of the queues of ``alias`` not in ``fair_queues``: a
-    queue made fair again starts with every key level. Called with each read of the Queue
-    table (``read_controls``)."""
-    with _books_lock:
-        for known in list(_books):
-            if known[0] == alias and known[1] not in fair_queues:
+            if alias in (None, known[0]) and known[1] not in keep:
                 del _books[known]
 
 

@@ -84,7 +84,7 @@ def read_controls(job_model, alias) -> QueueControls:
     ).values_list("name", "paused_at", "fair", "key_weights", *limits))
     paused, limited, fair_queues = set(), set(), {}
     # A queue no longer fair starts level if it becomes fair again.
-    fair.forget_all_but(alias, {name for name, _, is_fair, *_ in rows if is_fair})
+    fair.forget(alias, keep={name for name, _, is_fair, *_ in rows if is_fair})
     for name, paused_at, is_fair, weights, *limit_values in rows:
         if paused_at is not None:
             paused.add(name)
