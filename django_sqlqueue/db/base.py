@@ -264,8 +264,17 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         return (
             f"{clock}UPDATE {quote(model._meta.db_table)} "  # noqa: S608 - names only
             f"SET {', '.join(sets)}{clock_from} "
-            f"WHERE {quote(model._meta.pk.column)} IN ({picked_ids_sql}) RETURNING {columns}"
+            f"WHERE {self.among_picked(quote(model._meta.pk.column), picked_ids_sql)} "
+            f"RETURNING {columns}"
         )
+
+    def among_picked(self, column: str, picked_ids_sql: str) -> str:
+        """SQL text: ``column`` is one of the ids ``picked_ids_sql`` selects, that SELECT run
+        once for the whole statement. A claim sets running exactly the rows its pick locked,
+        never more than the pick's LIMIT (test_claim_limit.py). SQLite runs an uncorrelated
+        ``IN`` subquery once, into a temporary index (MariaDB's claim is stepped: the ids are
+        read first)."""
+        return f"{column} IN ({picked_ids_sql})"
 
     def _claim_sets(self, model, assignments, values: dict, returning) -> tuple[list, str]:
         """claim_jobs' SET list (each assignment's SQL from ``values``, and one more attempt)

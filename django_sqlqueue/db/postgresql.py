@@ -121,6 +121,16 @@ class PostgreSQLDriver(DatabaseDriver):
         return ("WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now) ", " FROM clock",
                 values, "clock.now::text")
 
+    def among_picked(self, column: str, picked_ids_sql: str) -> str:
+        # Not ``IN (SELECT ...)``: PostgreSQL may plan that as a semi join whose inner side, the
+        # pick, runs again for each row of the table it scans (a nested loop over a table its
+        # statistics call tiny, with no Materialize between). Each run after the first skips
+        # the rows this statement already set running (its own changes) and locks the next
+        # ones, which then match too: a claim of LIMIT 1 set two of two ready jobs running in
+        # CI (issue 44). ``ARRAY(SELECT ...)`` is an InitPlan, run once per statement; the rows
+        # are then found by their primary key (``= ANY``), as the semi join found them.
+        return f"{column} = ANY(ARRAY({picked_ids_sql}))"
+
     # ---- writes -----------------------------------------------------------------------------
 
     def status_written(self, col: dict, job: str) -> str:
