@@ -4,7 +4,7 @@ tells them itself: the PostgreSQL driver's ``status_written``): the transactiona
 from django.db import connections
 
 from ..db import ops
-from ..db.postgresql import FINISHED_CHANNEL, notify
+from ..db.base import FINISHED_CHANNEL
 from ..statuses import FINISHED_STATUSES
 
 
@@ -15,6 +15,4 @@ def announce(alias: str, jobs) -> None:
     pks = [job.pk for job in jobs if job.awaited and job.status in FINISHED_STATUSES]
     if not pks or not ops(connections[alias]).supports_notify:
         return
-    with connections[alias].cursor() as cursor:
-        for pk in pks:
-            cursor.execute(notify(), [FINISHED_CHANNEL, str(pk)])
+    ops(connections[alias]).notify(FINISHED_CHANNEL, [str(pk) for pk in pks])

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import override_settings
 
-from django_sqlqueue.db.postgresql import FINISHED_CHANNEL
+from django_sqlqueue.db.base import FINISHED_CHANNEL
 from django_sqlqueue.exceptions import WaitTimeout
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus

@@ -1,6 +1,6 @@
 """MariaDB's SQL text: what the drivers' statements (``base.py``, ``writes.py``) become on a
 database without partial indexes and without ``UPDATE ... RETURNING`` (docs/databases.md).
-``mariadb.py``, the MariaDB driver, calls these; so do migration 0012 (its generated columns) and
+``driver.py``, the MariaDB driver, calls these; so do migration 0012 (its generated columns) and
 the ORM's reads of ready rows (``READY_CONDITION``).
 
 Values always travel as query parameters; only column and table names (quoted by the backend),
@@ -22,15 +22,15 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from ..statuses import (
+from ...statuses import (
     INTERRUPTION_FINAL,
     INTERRUPTION_RUNS_AGAIN,
     KEY_HOLDING_STATUSES,
     READY_STATUSES,
     JobStatus,
 )
-from .job_table import UNIQUE_STATE_BITS
-from .pieces import cancel_wins, runs_again
+from ..job_table import UNIQUE_STATE_BITS
+from ..pieces import cancel_wins, runs_again
 
 #: The generated columns of migration 0012, not fields of the model.
 READY_COLUMN = "is_ready"
