@@ -76,7 +76,7 @@ def plans() -> list:
 
 def explain(connection, statement, params) -> str:
     if not isinstance(statement, str):  # MariaDB's KeysInReads: its first read, one after BIG
-        from django_sqlqueue.db.mariadb_keys import KEY_READ_ENTRIES
+        from django_sqlqueue.db.mariadb.driver import KEY_READ_ENTRIES
 
         queue, *_ = params
         return "\n".join([

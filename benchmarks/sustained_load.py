@@ -337,9 +337,9 @@ def run_variant(variant, cluster, args, logdir) -> dict:
     db = f"sustained_{variant}"
     env = django_on_fresh_database(cluster, db, "benchmarks.prune_settings")
     if variant == "untuned":
-        from django_sqlqueue import sql
+        from django_sqlqueue.db.postgresql import statements
 
-        cluster.psql(db, sql.reset_job_table_storage_parameters())
+        cluster.psql(db, statements.reset_job_table_storage_parameters())
     reloptions = cluster.psql(db, f"SELECT reloptions FROM pg_class WHERE relname = '{TABLE}'")  # noqa: S608, E501
     capacity = args.capacity or measure_capacity(cluster, db, env, logdir, variant)
     rate = capacity / 2

@@ -10,7 +10,6 @@ at the cost of two passes over the table and a wait for transactions already run
 from django.db import migrations
 
 from .db import ops
-from .db.postgresql import INDEX_IS_INVALID
 
 
 class _Concurrently:
@@ -33,7 +32,7 @@ class _Concurrently:
         model = to_state.apps.get_model(app_label, self.model_name)
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
             return None
-        if _invalid_index_exists(schema_editor, self.index_name):
+        if ops(schema_editor.connection).index_is_invalid(self.index_name):
             self.drop(schema_editor, model)
         self.build(schema_editor, model)
         return None
@@ -95,9 +94,3 @@ class AddJobConstraint(_Concurrently, migrations.AddConstraint):
         name = schema_editor.quote_name(self.constraint.name)
         schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", params=None)
 
-
-def _invalid_index_exists(schema_editor, name: str) -> bool:
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(INDEX_IS_INVALID, [schema_editor.quote_name(name)])
-        row = cursor.fetchone()
-    return bool(row and row[0])

@@ -29,7 +29,7 @@ RETRYABLE_STATUSES = (  # what "retry now" may queue again
 )
 
 #: The end of an interruption's message in ``Job.errors``, by whether the job runs again: the
-#: rescue's SQL (db/writes.py, db/mariadb_statements.py) and outcomes.interruption write the
+#: rescue's SQL (db/writes.py, db/mariadb/statements.py) and outcomes.interruption write the
 #: same words.
 INTERRUPTION_RUNS_AGAIN = ": the job runs again, the attempt not counted."
 INTERRUPTION_FINAL = (": not run again (max_interruptions), as the job may be what stops its "

@@ -1,8 +1,9 @@
 """Below the ORM: one driver per database, and how statements reach it.
 
 ``ops(connection)`` is the driver of a connection's database (``base.py`` says what a driver
-answers; ``postgresql.py``, ``sqlite.py``, ``mariadb.py`` are the three), made once per
-connection and kept on it, as Django keeps ``connection.ops``. ``returning.py`` runs a statement
+answers; the packages ``postgresql/``, ``sqlite/`` and ``mariadb/`` are the three, each a
+``driver.py`` and a ``statements.py``), made once per connection and kept on it, as Django keeps
+``connection.ops``. ``returning.py`` runs a statement
 that changes rows and returns columns on any database, ``batches.py`` gives each batch of a big
 change its own short transaction, and ``instances.py`` turns fetched rows into model instances
 cheaply, ``outages.py`` tells a database gone from a job's failure, and ``clock.py`` reads the
@@ -14,9 +15,9 @@ from django.db import connections
 from django.dispatch import receiver
 
 from .base import DatabaseDriver, UnsupportedDriver
-from .mariadb import MariaDBDriver
-from .postgresql import PostgreSQLDriver
-from .sqlite import SQLiteDriver
+from .mariadb.driver import MariaDBDriver
+from .postgresql.driver import PostgreSQLDriver
+from .sqlite.driver import SQLiteDriver
 
 #: The driver of each of Django's database vendors (MariaDB is ``"mysql"``).
 DRIVERS = {"postgresql": PostgreSQLDriver, "sqlite": SQLiteDriver, "mysql": MariaDBDriver}

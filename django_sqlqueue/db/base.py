@@ -1,17 +1,19 @@
 """What the package asks of a database, and the answers the databases share.
 
-Each database the jobs table can live on has a driver, a subclass of :class:`DatabaseDriver`:
-``postgresql.py``, ``sqlite.py`` and ``mariadb.py``. ``db.ops(connection)`` picks it once per
+Each database the jobs table can live on has a driver, a subclass of :class:`DatabaseDriver`,
+in a package of its own: ``postgresql/``, ``sqlite/`` and ``mariadb/``, each a ``driver.py`` (the
+class) and a ``statements.py`` (its own SQL text). ``db.ops(connection)`` picks it once per
 connection, as Django keeps ``connection.ops``: code elsewhere asks the driver (a capability
-flag, a per-database rule, a statement) and never tests ``connection.vendor`` itself
-(``tests/unit/test_vendor_branches.py`` holds that: such tests appear only under ``db/``).
+flag, a per-database rule, a statement, NOTIFY and LISTEN) and never tests ``connection.vendor``
+nor imports a driver's package (``tests/unit/test_vendor_branches.py`` holds both: only
+``db/`` and the migrations do).
 
 Every statement the ORM cannot say in one round trip is a method named for what it does, with a
 docstring saying its parameters. Values always travel as query parameters; only column and table
 names (quoted by the backend), the status constants of statuses.py and ``%s`` placeholders are
 put into SQL text. The statements written here are those PostgreSQL and SQLite share (both have
 partial indexes, ``UPDATE ... RETURNING`` and ``INSERT ... ON CONFLICT``); a driver overrides
-what its database says otherwise, and MariaDB most of them (``mariadb_statements.py``).
+what its database says otherwise, and MariaDB most of them (``mariadb/statements.py``).
 """
 
 from contextlib import nullcontext
@@ -19,6 +21,10 @@ from contextlib import nullcontext
 from .keyed_reads import KeyedReads
 from .pieces import NOW, NOW_PLUS, PARAM, READY_LIST
 from .writes import WriteStatements
+
+#: Where the outcome write announces that an awaited job ended (payload: its id), for the
+#: waiters' listener (waiting/listener.py), on a database that ``supports_notify``.
+FINISHED_CHANNEL = "django_sqlqueue_finished"
 
 
 class DatabaseDriver(KeyedReads, WriteStatements):
@@ -308,6 +314,28 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         """How a per-job value of ``column`` (``enqueue/inserting._Column``) goes into the
         insert's document: a function of the value, None if it goes as it is, or NOT_PLAIN."""
         return column.to_plain
+
+    # ---- notifications (NOTIFY, LISTEN) and the schema --------------------------------------
+    # Only where ``supports_notify``: callers ask that flag first, and poll elsewhere.
+
+    def notify(self, channel: str, payloads) -> None:
+        """Send each of ``payloads`` (text) on ``channel`` (a name of ours) from this connection,
+        in its transaction: delivered at the commit, dropped on a rollback."""
+        raise NotImplementedError(f"{type(self).__name__} has no NOTIFY")
+
+    def listen(self, params: dict, channels):
+        """A context manager: a connection of its own, opened from ``params`` (the client's
+        connect arguments, ``worker/listening.listen_params``), that LISTENs on ``channels``
+        (names of ours), as an object whose ``wait(timeout)`` gives the notifications that
+        arrive within ``timeout`` seconds, as (channel, payload). A lost connection raises, from
+        the ``with`` or from ``wait``. It never uses this driver's connection, so another thread
+        may hold it."""
+        raise NotImplementedError(f"{type(self).__name__} has no LISTEN")
+
+    def index_is_invalid(self, name: str) -> bool:
+        """Whether the index ``name`` is invalid, left by a concurrent build that did not finish
+        (``builds_indexes_concurrently``); False where there is no such index."""
+        return False
 
     # ---- outages ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Run a statement of a driver that changes rows and returns some of their columns, on any
 database: one statement with ``RETURNING`` on PostgreSQL and SQLite; on MariaDB, which has no
-``UPDATE ... RETURNING``, the few statements of a ``mariadb_statements`` object, in one transaction
-(the caller's if there is one). Callers stay the same for every database."""
+``UPDATE ... RETURNING``, the few statements of a ``Stepped`` (mariadb/statements.py), in one
+transaction (the caller's if there is one). Callers stay the same for every database."""
 
 from django.db import transaction
 

@@ -1,7 +1,7 @@
 """The statements that change rows besides the claim: the outcome write, the rescue, the leader's
 election, a schedule's cursor, batch deletes, the throughput rollup, new jobs. Each method is the
 statement as PostgreSQL and SQLite both say it, or the parts they share; a driver overrides what
-its database says otherwise (MariaDB: ``mariadb_statements.py``)."""
+its database says otherwise (MariaDB: ``mariadb/statements.py``)."""
 
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
 from .pieces import ERROR_ENTRY_KEYS, cancel_wins, runs_again

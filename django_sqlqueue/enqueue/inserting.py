@@ -17,7 +17,7 @@ Why not ``save()`` or ``bulk_create()`` on PostgreSQL (each point measured):
   builds the next, instead of each side waiting for the other.
 
 MariaDB gets the same statement without NOTIFY, its document read by ``JSON_TABLE``
-(db/mariadb_statements.py). SQLite, and jobs this statement cannot say (a column left to its
+(db/mariadb/statements.py). SQLite, and jobs this statement cannot say (a column left to its
 database default, as in a ``Job(...)`` built by hand), go through ``bulk_create``.
 """
 

@@ -1,4 +1,4 @@
-"""The job table's autovacuum settings (PostgreSQL only): see sql.job_table_storage_parameters.
+"""The job table's autovacuum settings (PostgreSQL only): see db/postgresql/statements.py.
 
 Django's models cannot express storage parameters, so this is SQL, run only on PostgreSQL; on
 other databases both directions do nothing, and the model state is unchanged (makemigrations
@@ -7,7 +7,7 @@ sees no difference).
 
 from django.db import migrations
 
-from django_sqlqueue import sql
+from django_sqlqueue.db.postgresql import statements
 
 
 def _on_postgresql(statement):
@@ -25,8 +25,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _on_postgresql(sql.job_table_storage_parameters),
-            _on_postgresql(sql.reset_job_table_storage_parameters),
+            _on_postgresql(statements.job_table_storage_parameters),
+            _on_postgresql(statements.reset_job_table_storage_parameters),
             elidable=False,
             # Only where the job table is: routers decide per model (a jobs database of its
             # own, docs/scaling.md), and a database without the table must skip this.

@@ -4,7 +4,7 @@ and metadata on jobs (docs/api.md).
 The slot's unique index holds only the jobs that hold their slot (db/job_table.py); MariaDB has
 no partial indexes, so there it is a unique index on a generated column, as migration 0012 does
 for the unique key (one ALTER TABLE, which rebuilds the table as 0012's did). PostgreSQL gets a
-GIN index on tags (db/postgresql.py); SQLite and MariaDB filter by tag without an index. Those
+GIN index on tags (db/postgresql/statements.py); SQLite and MariaDB filter by tag without an index. Those
 two are SQL that the model state does not hold.
 
 On PostgreSQL every new index is built CONCURRENTLY, so writes go on while it is built
@@ -17,7 +17,9 @@ import django.db.models.expressions
 import django.db.models.lookups
 from django.db import migrations, models
 
-from django_sqlqueue.db import mariadb_statements, postgresql
+from django_sqlqueue.db import ops
+from django_sqlqueue.db.mariadb import statements as mariadb_statements
+from django_sqlqueue.db.postgresql import statements as postgresql
 from django_sqlqueue.migration_operations import AddJobConstraint, AddJobIndex
 
 
@@ -26,10 +28,7 @@ def _on(vendor, statement):
         if schema_editor.connection.vendor != vendor:
             return
         if vendor == "postgresql":  # a build cut short leaves an invalid index: drop it first
-            with schema_editor.connection.cursor() as cursor:
-                cursor.execute(postgresql.INDEX_IS_INVALID, [postgresql.TAGS_INDEX])
-                row = cursor.fetchone()
-            if row and row[0]:
+            if ops(schema_editor.connection).index_is_invalid(postgresql.TAGS_INDEX):
                 schema_editor.execute(postgresql.drop_tags_index())
         schema_editor.execute(statement())
     return run

@@ -17,7 +17,6 @@ from ..db import ops
 from ..db.batches import write_lock_first
 from ..db.clock import DatabaseNow
 from ..db.job_table import SLOT_HELD
-from ..db.postgresql import notify as notify_sql
 from ..enqueue.building import ENQUEUE_OPTIONS, prepare_job
 from ..enqueue.inserting import insert_job, insert_jobs
 from ..enqueue.notify import CANCEL_CHANNEL, sends_notify
@@ -258,8 +257,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
                         pk__in=in_workflows, status=JobStatus.CANCELLED
                     ).values_list("pk", "status")))
         if changed and sends_notify(connections[alias]):
-            with connections[alias].cursor() as cursor:
-                cursor.execute(notify_sql(), [CANCEL_CHANNEL, ""])
+            ops(connections[alias]).notify(CANCEL_CHANNEL, [""])
         return changed
 
     def _cancel(self, ready, now, by) -> int:

@@ -5,8 +5,8 @@ write. :func:`write` writes any number of transitions in one statement, each fen
 updated only ``WHERE id = job.id AND status = 'running' AND claim_token = job.claim_token``. The
 token is new at every claim, so once a job's lease was lost (rescued, released, claimed again by
 another worker) the old claim's outcome updates no row, and the new owner's work is never
-overwritten. ``Job.complete()``, ``fail()``, ``reschedule()`` and ``release()`` and the worker's
-outcome writer all write through here.
+overwritten. ``Job.complete()``, ``fail()``, ``reschedule()`` and ``release()``, the worker's
+outcome writer and the transactional lane all write through here.
 """
 
 import datetime as dt
@@ -111,13 +111,14 @@ def outage_reason(job, error) -> str:
             f"{job.attempts} ({type(error).__name__}: {first_line})")
 
 
-def write(changes: list, alias: str) -> set:
+def write(changes: list, alias: str, *, retried: bool = True) -> set:
     """Write ``[(job, Transition), ...]`` of running jobs claimed on ``alias`` in one fenced
     statement; return the pks it updated, and update those jobs in memory. The others were no
     longer their claim's. Each job appears once: the pks could not tell two of its claims apart
     (the worker's outcome writer sends them in statements of their own). A job whose cancel was
     asked for is written ``cancelled`` whatever its transition (``record_outcomes``); its
-    status in memory says so."""
+    status in memory says so. ``retried``: send ``job_retried`` now (the transactional lane
+    sends it after its commit instead)."""
     if not changes:
         return set()
     connection = connections[alias]
@@ -143,7 +144,8 @@ def write(changes: list, alias: str) -> set:
             if job.status == JobStatus.CANCELLED and job.finished_at is None:
                 job.finished_at = timezone.now()  # the database's time differs a little
     applied = set(written)
-    send_retried(changes, applied, model)
+    if retried:
+        send_retried(changes, applied, model)
     return applied
 
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 
-from ..db.postgresql import FINISHED_CHANNEL, listen
+from ..db.base import FINISHED_CHANNEL
 
 logger = logging.getLogger(__name__)
 
@@ -26,11 +26,12 @@ MAX_RECONNECT_SECONDS = 30.0
 
 
 class Listener:
-    """LISTEN on FINISHED_CHANNEL for the waiters of one database (``params``: the arguments
-    of ``psycopg.connect``)."""
+    """LISTEN on FINISHED_CHANNEL for the waiters of one database: ``listen`` is its driver's
+    (``DatabaseDriver.listen``), ``params`` the client's connect arguments."""
 
-    def __init__(self, params: dict, *, idle_seconds: float = IDLE_SECONDS):
+    def __init__(self, params: dict, listen, *, idle_seconds: float = IDLE_SECONDS):
         self.params = params
+        self.listen = listen
         self.idle_seconds = idle_seconds
         #: True while a LISTEN is in place: a waiter may then rely on being woken.
         self.listening = False
@@ -105,19 +106,16 @@ class Listener:
             return True, idle_since
 
     def _run(self) -> None:
-        import psycopg
-
         failures, idle_since = 0, None
         while True:
             try:
-                with psycopg.connect(**self.params, autocommit=True) as conn:
-                    conn.execute(listen(FINISHED_CHANNEL))
+                with self.listen(self.params, [FINISHED_CHANNEL]) as listening:
                     failures = 0
                     self._wake_all()  # a job may have ended before the LISTEN
                     self.listening = True
                     while True:
-                        for note in conn.notifies(timeout=1.0):
-                            self.woken(note.payload)
+                        for _, payload in listening.wait(1.0):
+                            self.woken(payload)
                         ended, idle_since = self._idle_ended(idle_since)
                         if ended:
                             return
@@ -146,11 +144,11 @@ def stop_all() -> None:
         listener.stop()
 
 
-def shared(params: dict) -> Listener:
-    """This process's listener for the database ``params`` reach."""
+def shared(params: dict, listen) -> Listener:
+    """This process's listener for the database ``params`` reach (``listen``: its driver's)."""
     key = repr(sorted(params.items()))
     with _listeners_lock:
         listener = _listeners.get(key)
         if listener is None:
-            listener = _listeners[key] = Listener(params)
+            listener = _listeners[key] = Listener(params, listen)
         return listener

@@ -29,6 +29,7 @@ import time
 from django.db import connections
 
 from ..conf import get_settings
+from ..db import ops
 from ..enqueue.notify import sends_notify
 from ..exceptions import WaitTimeout
 from ..statuses import FINISHED_STATUSES, JobStatus
@@ -71,7 +72,7 @@ def listener_for(alias: str):
     if not sends_notify(connections[alias]):
         return None
     params = listen_params(alias)
-    return None if params is None else listeners.shared(params)
+    return None if params is None else listeners.shared(params, ops(connections[alias]).listen)
 
 
 def _jobs(model, alias, pks):

@@ -10,8 +10,11 @@ Each step (``run_once``) is one transaction:
 3. run each job in a savepoint of it (``run/transactional.attempt``): a success keeps its
    writes, a failure has them rolled back; jobs left once the batch has run longer than its
    time limit stay untouched, for the next step;
-4. write every outcome of the batch (successes: one UPDATE; failures, retries and workflow
-   releases as any job's), then commit: the jobs' effects and their completion together.
+4. write every outcome of the batch, then commit: the jobs' effects and their completion
+   together. The jobs run are marked running under a claim token of the step (one UPDATE, in
+   the transaction: no one else ever sees it), and their outcomes go through the one fenced
+   outcome write of every claimed job (``run/outcomes.write``: one statement, the workflow
+   releases and the waiters' NOTIFY with it).
 
 A worker killed, a connection lost, a database restarted before the commit: the transaction
 rolls back, the rows were never changed, and they run again, effects and all, exactly once. A
@@ -21,6 +24,7 @@ job that hangs until the database ends the transaction is charged an interruptio
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError, connections, transaction
@@ -39,15 +43,9 @@ from ..run.execution import report
 from ..run.runner import OutcomeKind
 from ..run.transactional import attempt
 from ..statuses import READY_STATUSES, JobStatus
-from ..waiting.finished import announce
-from ..workflows.settle import settle
 from .resilience import TRANSIENT, Backoff
 
 logger = logging.getLogger(__name__)
-
-#: The fields the lane writes for an outcome other than a plain success.
-_WRITTEN = ("status", "result", "errors", "run_at", "finished_at", "attempts", "max_attempts",
-            "interruptions", "claimed_at", "claimed_by", "lease_expires_at")
 
 
 def left_to_the_claim(jobs, controls):
@@ -178,41 +176,40 @@ class TransactionalLane:
         job.claimed_at = timezone.now()
 
     def _write(self, done: list) -> dict:
-        """Write every outcome of ``done`` ([(job, outcome)]), in the lane's transaction;
-        {pk: status written}. The rows are locked by it, so no fence is needed."""
+        """Write every outcome of ``done`` ([(job, outcome)]) in the lane's transaction, by the
+        fenced outcome write of any claimed job (``outcomes.write``: the statuses, a workflow's
+        children released, PostgreSQL's NOTIFY to the waiters of an awaited job);
+        {pk: status written}."""
         now = timezone.now()
-        manager = self.model._default_manager.db_manager(self.alias)
-        plain = [job for job, outcome in done
-                 if outcome.kind == OutcomeKind.SUCCEEDED and outcome.result is None]
-        others = [(job, outcome) for job, outcome in done
-                  if not (outcome.kind == OutcomeKind.SUCCEEDED and outcome.result is None)]
-        if plain:  # nearly every batch: one statement
-            manager.filter(pk__in=[job.pk for job in plain]).update(
-                status=JobStatus.SUCCEEDED, result=None, finished_at=now,
-                attempts=F("attempts") + 1, claimed_at=now, claimed_by=self.worker_id,
-                lease_expires_at=None)
-            for job in plain:
-                job.status, job.finished_at = JobStatus.SUCCEEDED.value, now
-        changed = []
-        for job, outcome in others:
-            change = outcomes.transition(job, outcome, now=now, result_checked=True)
-            outcomes.apply(job, change, change.status.value)
-            changed.append(job)
-        if changed:
-            manager.bulk_update(changed, _WRITTEN)
-        written = {job.pk: str(job.status) for job, _ in done}
-        in_workflows = {job.pk: written[job.pk] for job, _ in done if job.workflow_id}
-        if in_workflows:  # children released in this same transaction (workflows/settle.py)
-            settle(self.model, self.alias, in_workflows)
-        announce(self.alias, [job for job, _ in done])  # to their waiters, at the commit
-        return written
+        self._claim([job for job, _ in done], now=now, counted=True)
+        changes = [(job, outcomes.transition(job, outcome, now=now, result_checked=True))
+                   for job, outcome in done]
+        written = outcomes.write(changes, self.alias, retried=False)  # sent after the commit
+        return {job.pk: str(job.status) for job, _ in done if job.pk in written}
+
+    def _claim(self, jobs, *, now, counted: bool) -> None:
+        """Mark the rows of ``jobs``, which this transaction holds locked, running under a claim
+        token of their own, claimed by this worker at ``now``; ``counted``: with one more attempt
+        (``_start`` counted it in memory). In the lane's transaction, so no one else ever sees
+        it: it gives the outcome write's fence (the row still running under that token) the
+        meaning it has for a claimed job, on rows whose locks already keep others away. A row
+        that left the ready statuses while its job ran (the job cancelled itself) is not marked,
+        so the fence leaves it as its job left it."""
+        token = uuid.uuid4()
+        counting = {"attempts": F("attempts") + 1} if counted else {}
+        self.model._default_manager.db_manager(self.alias).filter(
+            pk__in=[job.pk for job in jobs], status__in=READY_STATUSES
+        ).update(status=JobStatus.RUNNING, claim_token=token, claimed_by=self.worker_id,
+                 claimed_at=now, lease_expires_at=None, **counting)
+        for job in jobs:
+            job.claim_token, job.claimed_at = token, now
 
     def _told(self, done, written, result) -> None:
         """After the commit: each job's ``job finished`` line, ``job_retried``, ``on_result``."""
         changes = [(job, outcomes.transition(job, outcome, result_checked=True))
                    for job, outcome in done if outcome.kind == OutcomeKind.FAILED]
         outcomes.send_retried(changes, set(written), self.model)
-        result.results = [report(job, outcome, True) for job, outcome in done]
+        result.results = [report(job, outcome, job.pk in written) for job, outcome in done]
         if self.on_result is not None:
             for run in result.results:
                 self.on_result(run)
@@ -234,14 +231,13 @@ class TransactionalLane:
                 row = next(iter(rows), None)
                 if row is None:
                     return
-                row.attempts += 1
+                row.attempts += 1  # the attempt its errors entry names
                 row.claimed_by = self.worker_id
-                change = outcomes.interruption(row, why)
-                outcomes.apply(row, change, change.status.value)
                 # An interruption uses no attempt: the lane never wrote this one, so neither
-                # attempts nor max_attempts change.
-                row.save(update_fields=["status", "errors", "run_at", "finished_at",
-                                        "interruptions"])
+                # attempts nor max_attempts change (none counted, none given back).
+                self._claim([row], now=timezone.now(), counted=False)
+                change = outcomes.interruption(row, why)._replace(give_back=False)
+                outcomes.write([(row, change)], self.alias, retried=False)
         except DatabaseError:
             logger.warning("could not record the interruption of job id=%s (the database is "
                            "away); it runs again", job.pk)

@@ -33,7 +33,6 @@ from django.db import connections
 
 from ..conf import get_settings
 from ..db import ops
-from ..db.postgresql import listen
 from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
 from . import listening
 from .resilience import Backoff
@@ -79,7 +78,9 @@ class Wakeup:
         self.queues = set(queues) if queues else None
         self.poll_interval = poll_interval
         self.event = threading.Event()
-        self.use_notify = use_notify and ops(connections[alias]).supports_notify
+        driver = ops(connections[alias])
+        self.listen = driver.listen  # used by the LISTEN thread: it opens its own connection
+        self.use_notify = use_notify and driver.supports_notify
         self.no_listen_reason = None  # why NOTIFY is on but this worker polls
         self.listen_params = listening.listen_params(alias) if self.use_notify else None
         if self.use_notify and self.listen_params is None:
@@ -148,25 +149,21 @@ class Wakeup:
         if not self.use_notify:
             self._next_poll_seconds = min(FAST_POLL_SECONDS, self.poll_interval)
 
-    # ---- PostgreSQL LISTEN -----------------------------------------------------------------
+    # ---- LISTEN (the driver's) ----------------------------------------------------------------
     def _listen(self):
-        import psycopg
-
         backoff = Backoff(maximum=30.0)
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(**self.listen_params, autocommit=True) as conn:
-                    conn.execute(listen(CHANNEL))
-                    conn.execute(listen(CANCEL_CHANNEL))
+                with self.listen(self.listen_params, [CHANNEL, CANCEL_CHANNEL]) as listening:
                     backoff.reset()
                     self.event.set()  # we may have missed notifications while away
                     self.on_cancel()
                     while not self._stopping.is_set():
-                        for note in conn.notifies(timeout=1.0):
-                            if note.channel == CANCEL_CHANNEL:
+                        for channel, payload in listening.wait(1.0):
+                            if channel == CANCEL_CHANNEL:
                                 self.on_cancel()
                             else:
-                                self.notified(note.payload)
+                                self.notified(payload)
             except Exception as exc:
                 if self._stopping.is_set():
                     return

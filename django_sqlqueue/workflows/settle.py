@@ -28,7 +28,7 @@ from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
-from ..db.postgresql import notify as notify_sql
+from ..db import ops
 from ..enqueue import notify
 from ..statuses import FINISHED_STATUSES, JobStatus
 
@@ -98,9 +98,7 @@ def _wake(alias: str, queues: set) -> None:
     """Wake workers for the queued children at commit, as an insert of new jobs does."""
     connection = connections[alias]
     if notify.sends_notify(connection):
-        with connection.cursor() as cursor:
-            for queue in sorted(queues):
-                cursor.execute(notify_sql(), [notify.CHANNEL, queue])
+        ops(connection).notify(notify.CHANNEL, sorted(queues))
     notify.wake_in_process_after_commit(alias)
 
 

@@ -172,7 +172,7 @@ SQL_ASSEMBLY = {
     # Quoted column names, %s placeholders and column types from Field.db_type (session 2).
 }
 # Issue 33: sql.py's statements became the methods of the drivers in db/, sql_mariadb.py
-# db/mariadb_statements.py. The same names, and: ``self``, the driver's own methods, which return
+# db/mariadb/statements.py. The same names, and: ``self``, the driver's own methods, which return
 # SQL text of the same kinds (the clock, the ready condition, the lock clause, SET lists);
 # ``value`` and ``job``, how a statement names an outcome's value columns ("v.status",
 # "v.column3") and the job's row ("job." or the quoted table); ``again``, a condition of quoted
@@ -187,14 +187,19 @@ _DRIVERS = SQL_ASSEMBLY.pop("sql.py") | {"self", "value", "job", "again", "READY
                                          # The limited claim's lock_queue: the Queue row's
                                          # quoted columns, joined (its part after RETURNING).
                                          "returned"}
+# Issue 39: each database's driver is a package, its class in driver.py and its own SQL text in
+# statements.py (SQLite's: its clock, with ``zone`` and ``shift`` as ``local`` and the shift
+# were; the write lock's and the tag look-up's quoted names, ``table``, ``pk``, ``column``).
 SQL_ASSEMBLY.update({f"db/{name}.py": _DRIVERS
-                     for name in ("base", "writes", "pieces", "postgresql", "sqlite", "mariadb",
-                                  "keyed_reads")})
-SQL_ASSEMBLY["db/mariadb_statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
-# Issue 30, fairness: MariaDB's ready_keys (db/mariadb_keys.py): the quoted table and columns
-# (table, col), the driver's ready_prefix (quoted names), the key column (key, quoted) and its
-# test (test: "> %s", "> ''" or "IS NOT NULL").
-SQL_ASSEMBLY["db/mariadb_keys.py"] = {"table", "col", "ready_prefix", "key", "test"}
+                     for name in ("base", "writes", "pieces", "keyed_reads", "postgresql/driver",
+                                  "postgresql/statements", "sqlite/driver", "sqlite/statements",
+                                  "mariadb/driver")})
+SQL_ASSEMBLY["db/sqlite/statements.py"] = _DRIVERS | {"zone"}
+SQL_ASSEMBLY["db/mariadb/statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
+# Issue 30, fairness: MariaDB's ready_keys (now in db/mariadb/driver.py): the quoted table and
+# columns (table, col), the driver's ready_prefix (quoted names), the key column (key, quoted)
+# and its test (test: "> %s", "> ''" or "IS NOT NULL").
+SQL_ASSEMBLY["db/mariadb/driver.py"] = _DRIVERS | {"ready_prefix", "test"}
 
 
 def _pieces(node):
@@ -257,10 +262,12 @@ def _unparameterised(sources=SOURCES):
 
 
 def _is_listen(statement) -> bool:
-    """``sql.listen(CHANNEL)``: LISTEN takes no parameter, and its one name is one of our
-    constants (the workers' wake-up and cancel channels, the waiters' FINISHED_CHANNEL)."""
+    """``statements.listen(channel)``: LISTEN takes no parameter, and its one name is one of our
+    constants (the workers' wake-up and cancel channels, the waiters' FINISHED_CHANNEL), passed
+    to the PostgreSQL driver's ``listen`` (``channel``), whose text checks it is a plain name."""
     return (isinstance(statement, ast.Call) and _called_name(statement) == "listen"
-            and _names(statement.args) <= {"CHANNEL", "CANCEL_CHANNEL", "FINISHED_CHANNEL"})
+            and _names(statement.args) <= {"CHANNEL", "CANCEL_CHANNEL", "FINISHED_CHANNEL",
+                                           "channel"})
 
 
 def test_every_statement_passes_its_values_as_parameters():

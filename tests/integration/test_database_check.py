@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import OperationalError, connection, connections
 
 from django_sqlqueue.checks import DATABASE_HINT, database_problem
-from django_sqlqueue.db.mariadb import server_problem as _mysql_problem
+from django_sqlqueue.db.mariadb.driver import server_problem as _mysql_problem
 
 
 @pytest.mark.django_db

@@ -193,7 +193,7 @@ def picked_as_read(job, *, claim_token, lease_expires_at) -> tuple:
 
 
 @pytest.mark.skipif(MARIADB, reason=(
-    "MariaDB fences by the row locks of its lock step (mariadb_statements.rescue_jobs, as "
+    "MariaDB fences by the row locks of its lock step (mariadb/statements.rescue_jobs, as "
     "writes.rescue_jobs says): picked_sql is read with the rows locked, so values read earlier "
     "and passed in, as here, are not compared there"))
 def test_a_rescue_leaves_a_job_whose_lease_or_claim_changed_since_it_was_picked():

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.clock import DatabaseNow
-from django_sqlqueue.db.mariadb_keys import KEY_READ_ENTRIES
+from django_sqlqueue.db.mariadb.driver import KEY_READ_ENTRIES
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.tasks import add

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
 
-from django_sqlqueue import job
+from django_sqlqueue import current_job, job
 from django_sqlqueue.db import ops
 from django_sqlqueue.exceptions import InvalidTransactional
 from django_sqlqueue.models import Job
@@ -98,6 +98,26 @@ def test_a_failure_rolls_back_its_effects_and_is_retried_by_its_policy(settings)
     assert (failing.status, failing.attempts) == (JobStatus.SUCCEEDED, 2)
     assert list(Execution.objects.filter(job_id=failing.pk).values_list("attempt", flat=True)) \
         == [2]
+
+
+@job(name="tests.transactional_cancels_itself", transactional=True)
+def cancels_itself():
+    """Cancels its own job as it runs (a lane's row is still queued then: cancelled at once)."""
+    Job.objects.filter(pk=current_job().pk).cancel(by="itself")
+
+
+def test_the_lanes_outcome_write_is_fenced_a_job_that_cancelled_itself_stays_cancelled():
+    """The lane writes its outcomes by the fenced outcome write of every claimed job: a row that
+    left the ready statuses while its job ran is not written over (the lane's own UPDATE of the
+    successes did, and the job ended succeeded)."""
+    cancelled, fine = cancels_itself.enqueue(), insert_once.enqueue("ok")
+    result = lane().run_once()
+    assert (result.ran, result.succeeded) == (2, 2)
+    cancelled.refresh_from_db(), fine.refresh_from_db()
+    assert (cancelled.status, cancelled.cancelled_by) == (JobStatus.CANCELLED, "itself")
+    assert (fine.status, fine.attempts, fine.claimed_by) == (JobStatus.SUCCEEDED, 1, "lane-test")
+    assert {run.job.pk: run.outcome for run in result.results} == {
+        cancelled.pk: "lost", fine.pk: "succeeded"}
 
 
 def test_the_lane_skips_rows_another_transaction_holds():

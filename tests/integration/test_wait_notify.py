@@ -2,13 +2,12 @@
 for a job someone waits for (``awaited``) that ended; never for a job nobody waits for, so a
 plain drain takes no NOTIFY lock at commit; not for a failure that runs again."""
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 
 from django_sqlqueue.db import ops, returning
+from django_sqlqueue.db.base import FINISHED_CHANNEL
 from django_sqlqueue.db.pieces import OutcomeRow
-from django_sqlqueue.db.postgresql import FINISHED_CHANNEL, listen
 from django_sqlqueue.models import Job
 from django_sqlqueue.run import outcomes
 from django_sqlqueue.run.runner import Outcome, OutcomeKind
@@ -23,9 +22,8 @@ def heard():
     """The ids notified on FINISHED_CHANNEL, read after the statements under test."""
     if not ops(connection).supports_notify:
         pytest.skip("no NOTIFY on this database: waiters poll")
-    with psycopg.connect(**direct_connect_kwargs(), autocommit=True) as listening:
-        listening.execute(listen(FINISHED_CHANNEL))
-        yield lambda: sorted(int(note.payload) for note in listening.notifies(timeout=0.5))
+    with ops(connection).listen(direct_connect_kwargs(), [FINISHED_CHANNEL]) as listening:
+        yield lambda: sorted(int(payload) for _, payload in listening.wait(0.5))
 
 
 def test_only_awaited_jobs_that_ended_notify(heard):

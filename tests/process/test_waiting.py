@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import override_settings
 
-from django_sqlqueue.db.postgresql import FINISHED_CHANNEL
+from django_sqlqueue.db.base import FINISHED_CHANNEL
 from django_sqlqueue.exceptions import WaitTimeout
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
@@ -201,15 +201,15 @@ def test_the_listener_reconnects_after_its_connection_is_killed(start_worker, tm
 
 
 def test_the_transactional_lane_wakes_the_waiter_by_notify(start_worker, monkeypatch):
-    """A transactional job run by a worker's lane (its outcome written by the lane, not by the
-    outcome write's statement) still sends its NOTIFY at the lane's commit."""
+    """A transactional job run by a worker's lane (its outcome written by the fenced outcome
+    write inside the lane's transaction) sends its NOTIFY at the lane's commit."""
     shared = waiter.listener_for("default")
     if shared is None:
         pytest.skip("no NOTIFY on this database: waiters poll")
     job = insert_once.enqueue("waited")
     # A lane runs a job while its row still says queued, so a waiter never marks it (a ready
     # job is polled, not marked: waiting/waiter.py); one marked earlier, as a workflow's job is
-    # while it waits for its parents, is announced by the lane's commit.
+    # while it waits for its parents, is announced by the lane's outcome write, at its commit.
     Job.objects.filter(pk=job.pk).update(awaited=True)
     heard = _notifications(shared, monkeypatch)
     with override_settings(SQLQUEUE={**_sqlqueue(), **NO_POLL}):

@@ -50,7 +50,7 @@ def test_the_poll_doubles_up_to_its_longest_and_a_listening_waiter_takes_the_lon
 
 
 def test_a_notification_wakes_the_waiters_of_its_job_only():
-    listener = Listener({})
+    listener = Listener({}, listen=None)
     woken = []
     # Subscribed by hand: subscribe() would start the thread and connect.
     listener._waiters = {1: {lambda: woken.append("a"), lambda: woken.append("b")},

@@ -1,11 +1,13 @@
-"""SQLite 3.35+: one writer at a time, under its write lock (no ``SKIP LOCKED`` needed); times
-as text; ``UPDATE ... FROM (VALUES ...)``; new jobs through bulk_create."""
+"""SQLite 3.35+'s driver: one writer at a time, under its write lock (no ``SKIP LOCKED``
+needed); times as text; ``UPDATE ... FROM (VALUES ...)``; new jobs through bulk_create; no
+NOTIFY (workers and waiters poll). Its own SQL text is in ``statements.py``."""
 
 import sqlite3
 
 from django.conf import settings
 
-from .base import DatabaseDriver
+from ..base import DatabaseDriver
+from . import statements
 
 
 class SQLiteDriver(DatabaseDriver):
@@ -26,7 +28,7 @@ class SQLiteDriver(DatabaseDriver):
         serves it; filter by queue, task or time too on a big table)."""
         table = self.connection.ops.quote_name(rows.model._meta.db_table)
         column = self.connection.ops.quote_name(rows.model._meta.get_field("tags").column)
-        has_tag = f"EXISTS (SELECT 1 FROM json_each({table}.{column}) WHERE value = %s)"  # noqa: S608
+        has_tag = statements.has_tag(table, column)
         return rows.extra(where=[has_tag] * len(tags), params=list(tags))  # noqa: S610
 
     def problem(self) -> str | None:
@@ -50,16 +52,8 @@ class SQLiteDriver(DatabaseDriver):
         return missing
 
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
-        # SQLite computes 'now' once per statement step, after taking its write lock, to the
-        # millisecond. We write the end of that millisecond: never earlier than a time Python
-        # wrote to the microsecond just before (a job's enqueued_at and run_at), and text
-        # exactly as Django writes the same time ('YYYY-MM-DD HH:MM:SS.ffffff', the
-        # microseconds never zero), so that a value read back and compared for equality (a
-        # fence on the lease) matches.
-        shift = ", printf('%%+.6f seconds', %s)" if plus_seconds else ""
         # Django stores UTC with USE_TZ, local time without it.
-        local = "" if settings.USE_TZ else ", 'localtime'"
-        return f"(strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now'{local}{shift}) || '999')"
+        return statements.now(plus_seconds=plus_seconds, local=not settings.USE_TZ)
 
     def take_write_lock(self, model) -> tuple | None:
         """A write that changes no row: the statement still takes the RESERVED lock, waiting
@@ -69,7 +63,7 @@ class SQLiteDriver(DatabaseDriver):
         not wait to upgrade a read lock."""
         pk = self.connection.ops.quote_name(model._meta.pk.column)
         table = self.connection.ops.quote_name(model._meta.db_table)
-        return f"UPDATE {table} SET {pk} = {pk} WHERE 0 = 1", []  # noqa: S608 - names only
+        return statements.take_write_lock(table, pk), []
 
     def record_outcomes(self, model, *, outcomes: list) -> tuple[str, list]:
         """``UPDATE ... FROM (VALUES ...)``, whose columns are column1, column2..."""

@@ -1,57 +1,21 @@
-"""PostgreSQL: NOTIFY in the insert's statement, values in JSON documents, a LATERAL join for
-limited queues, the planner's row estimates, statement timeouts, how current a standby is, and the
-job table's storage parameters (migration 0011)."""
+"""PostgreSQL's driver: NOTIFY in the insert's statement, LISTEN, values in JSON documents, a
+LATERAL join for limited queues, the planner's row estimates, statement timeouts, how current a
+standby is; its own SQL text is in ``statements.py``."""
 
 import json
 import re
+from contextlib import contextmanager
 
-from ..statuses import FINISHED_STATUSES
-from .base import DatabaseDriver
-from .pieces import NOW, NOW_PLUS, PARAM, outcome_row
+from ...statuses import FINISHED_STATUSES
+from ..base import FINISHED_CHANNEL, DatabaseDriver
+from ..pieces import NOW, NOW_PLUS, PARAM, outcome_row
+from . import statements
 
-#: Where the outcome write announces that an awaited job ended (payload: its id), for the
-#: waiters' listener (waiting/listener.py).
-FINISHED_CHANNEL = "django_sqlqueue_finished"
 _FINISHED = ", ".join(f"'{status.value}'" for status in FINISHED_STATUSES)
 
-#: PostgreSQL's row estimate of a table (kept up to date by autovacuum's ANALYZE; -1 until the
-#: table was first analyzed). Parameter: the quoted table name.
-TABLE_ROW_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
-
-#: Whether an index is invalid: left behind by a ``CREATE INDEX CONCURRENTLY`` that did not
-#: finish (no row when there is no such index). Parameter: the quoted index name.
 #: SQLSTATEs of a server going away besides class 08 (connection exception): admin_shutdown,
 #: crash_shutdown, cannot_connect_now.
 SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
-
-INDEX_IS_INVALID = "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
-
-#: On a standby (no row on a primary): when the last transaction it replayed committed on the
-#: primary, how long ago that is by the standby's clock, and how many seconds its replay is
-#: behind what it has received (0 when it has replayed all of it: the usual lag formula, blind
-#: to WAL not yet received, which the first two columns show). For READ_DATABASE.
-REPLICA_STATE = (
-    "SELECT pg_last_xact_replay_timestamp(), "
-    "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), "
-    "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 "
-    "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END "
-    "WHERE pg_is_in_recovery()"
-)
-
-
-def explain_json(query_sql: str) -> str:
-    """EXPLAIN (FORMAT JSON) of a query Django compiled (its parameters go with it)."""
-    return "EXPLAIN (FORMAT JSON) " + query_sql
-
-
-def notify() -> str:
-    """NOTIFY, as a function so that channel and payload travel as the two parameters."""
-    return "SELECT pg_notify(%s, %s)"
-
-
-def listen(channel: str) -> str:
-    """LISTEN on ``channel`` (a constant of ours: LISTEN takes no parameter)."""
-    return f'LISTEN "{channel}"'
 
 
 class PostgreSQLDriver(DatabaseDriver):
@@ -267,24 +231,47 @@ class PostgreSQLDriver(DatabaseDriver):
 
     def table_row_estimate(self, model) -> float:
         with self.connection.cursor() as cursor:
-            cursor.execute(TABLE_ROW_ESTIMATE,
+            cursor.execute(statements.TABLE_ROW_ESTIMATE,
                            [self.connection.ops.quote_name(model._meta.db_table)])
             row = cursor.fetchone()
         return max(row[0], 0) if row else 0
 
     def replica_state(self) -> tuple | None:
         with self.connection.cursor() as cursor:
-            cursor.execute(REPLICA_STATE, [])
+            cursor.execute(statements.REPLICA_STATE, [])
             return cursor.fetchone()
 
     def query_row_estimate(self, queryset) -> float:
         query_sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
         with self.connection.cursor() as cursor:
-            cursor.execute(explain_json(query_sql), params)
+            cursor.execute(statements.explain_json(query_sql), params)
             plan = cursor.fetchone()[0]
         if isinstance(plan, str):
             plan = json.loads(plan)
         return plan[0]["Plan"]["Plan Rows"]
+
+    # ---- notifications and the schema -------------------------------------------------------
+
+    def notify(self, channel: str, payloads) -> None:
+        with self.connection.cursor() as cursor:
+            for payload in payloads:
+                cursor.execute(statements.NOTIFY, [channel, payload])
+
+    @contextmanager
+    def listen(self, params: dict, channels):
+        # Imported here: the package also serves SQLite-only installs, which have no psycopg.
+        import psycopg
+
+        with psycopg.connect(**params, autocommit=True) as connection:
+            for channel in channels:
+                connection.execute(statements.listen(channel))
+            yield Listening(connection)
+
+    def index_is_invalid(self, name: str) -> bool:
+        with self.connection.cursor() as cursor:
+            cursor.execute(statements.INDEX_IS_INVALID, [self.connection.ops.quote_name(name)])
+            row = cursor.fetchone()
+        return bool(row and row[0])
 
     # ---- inserting new jobs -----------------------------------------------------------------
 
@@ -307,49 +294,13 @@ class PostgreSQLDriver(DatabaseDriver):
         return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(self.connection))
 
 
-# ---- the job table's storage parameters -----------------------------------------------------
-# Set by migration 0011 (Django's models cannot express storage parameters). Why these values:
-# docs/performance.md#sustained-load-and-a-long-transaction (benchmarks/sustained_load.py). Each
-# job leaves two dead row versions (claim, outcome) and a pruned one: at a few thousand jobs/s,
-# PostgreSQL's default thresholds (20% of the table) and vacuum's default throttling
-# (autovacuum_vacuum_cost_delay 2 ms) let dead rows pile up between and during vacuums. No
-# fillfactor: the claim and the outcome change ``status``, which the partial indexes' conditions
-# read, so neither update can be HOT whatever room the page has.
+class Listening:
+    """A LISTEN connection (``PostgreSQLDriver.listen``)."""
 
-def job_table_storage_parameters() -> str:
-    """Vacuum and analyze the job table after 1% of it changed (plus 1,000 rows), and
-    unthrottled. Its reverse is ``reset_job_table_storage_parameters``."""
-    return ("ALTER TABLE django_sqlqueue_job SET ("
-            "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, "
-            "autovacuum_vacuum_insert_scale_factor = 0.01, "
-            "autovacuum_vacuum_insert_threshold = 1000, "
-            "autovacuum_analyze_scale_factor = 0.02, autovacuum_analyze_threshold = 1000, "
-            "autovacuum_vacuum_cost_delay = 0)")
+    def __init__(self, connection):
+        self._connection = connection
 
-
-def reset_job_table_storage_parameters() -> str:
-    """Back to PostgreSQL's defaults (the server's settings): the reverse of
-    ``job_table_storage_parameters``."""
-    return ("ALTER TABLE django_sqlqueue_job RESET ("
-            "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
-            "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
-            "autovacuum_analyze_scale_factor, autovacuum_analyze_threshold, "
-            "autovacuum_vacuum_cost_delay)")
-
-
-#: Migration 0015: the jobs with tags, by tag, for ``tags @> '["x"]'`` (``JobQuerySet.tagged``).
-#: Partial, so a job without tags adds no entry: a plain insert costs what it did. Built
-#: CONCURRENTLY: writes go on while it is built (migration_operations.py says why).
-TAGS_INDEX = "sqlqueue_job_tags"
-
-
-def add_tags_index() -> str:
-    """Migration 0015 forwards (PostgreSQL only); ``jsonb_path_ops``: smaller and faster than
-    the default GIN class, and containment (``@>``) is all the tag filter asks."""
-    return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {TAGS_INDEX} ON django_sqlqueue_job "
-            "USING gin (tags jsonb_path_ops) WHERE tags IS NOT NULL")
-
-
-def drop_tags_index() -> str:
-    """Migration 0015 backwards."""
-    return f"DROP INDEX CONCURRENTLY IF EXISTS {TAGS_INDEX}"
+    def wait(self, timeout: float):
+        """The notifications that arrive within ``timeout`` seconds, as (channel, payload)."""
+        for note in self._connection.notifies(timeout=timeout):
+            yield note.channel, note.payload

@@ -1,6 +1,6 @@
 """MariaDB's SQL text: what the drivers' statements (``base.py``, ``writes.py``) become on a
 database without partial indexes and without ``UPDATE ... RETURNING`` (docs/databases.md).
-``mariadb.py``, the MariaDB driver, calls these; so do migration 0012 (its generated columns) and
+``driver.py``, the MariaDB driver, calls these; so do migration 0012 (its generated columns) and
 the ORM's reads of ready rows (``READY_CONDITION``).
 
 Values always travel as query parameters; only column and table names (quoted by the backend),
@@ -22,15 +22,15 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from ..statuses import (
+from ...statuses import (
     INTERRUPTION_FINAL,
     INTERRUPTION_RUNS_AGAIN,
     KEY_HOLDING_STATUSES,
     READY_STATUSES,
     JobStatus,
 )
-from .job_table import UNIQUE_STATE_BITS
-from .pieces import cancel_wins, runs_again
+from ..job_table import UNIQUE_STATE_BITS
+from ..pieces import cancel_wins, runs_again
 
 #: The generated columns of migration 0012, not fields of the model.
 READY_COLUMN = "is_ready"
@@ -213,8 +213,11 @@ def record_outcomes(table, col: dict) -> Stepped:
         f"job.{col['interruptions']} = job.{col['interruptions']} + COALESCE(v.interrupted, 0)",
     ])
     return Stepped(
-        lock=(f"SELECT job.{col['id']} FROM {table} AS job "  # noqa: S608 - names only
-              f"JOIN {values} ON job.{col['id']} = v.id "
+        # The document first, each job then found by its primary key: the plan MariaDB chose on
+        # a small table scanned it, locking every row it read, and so waited for rows other
+        # transactions held (a transactional lane's, tests/integration/test_transactional_jobs).
+        lock=(f"SELECT job.{col['id']} FROM {values} "  # noqa: S608 - names only
+              f"STRAIGHT_JOIN {table} AS job FORCE INDEX (PRIMARY) ON job.{col['id']} = v.id "
               f"WHERE job.{col['claim_token']} = v.token AND job.{col['status']} = '{running}' "
               f"ORDER BY job.{col['id']} FOR UPDATE"),
         update=_in(f"job.{col['id']}")(
