@@ -36,7 +36,7 @@ from .. import signals
 from ..db import ops
 from ..db.job_table import holds_unique_slot
 from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
-from ..observability import metrics, tracing
+from ..telemetry import metrics, tracing
 from . import notify
 
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))

@@ -29,7 +29,7 @@ from ..db import outages
 from ..enqueue import validation
 from ..enqueue.registered import get_task
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
-from ..observability import tracing
+from ..telemetry import tracing
 from .cancellation import cancellable, cancelled_error, stop_requested
 from .progress import board as progress_board
 from .progress import write_final as write_final_progress

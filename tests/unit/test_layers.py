@@ -16,12 +16,12 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 #: below it, never of one above. A module belongs to the entry of the longest prefix that
 #: names it ("" is the package's face: ``job``, ``schedule``, ``enqueue_on_commit``...).
 LAYERS = (
-    ("base", ("conf", "statuses", "exceptions", "context", "signals")),
+    ("base", ("conf", "statuses", "exceptions", "context", "signals", "telemetry")),
     ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
     ("models", ("models",)),
     ("duties", (
         "enqueue", "claim", "run", "workflows", "schedules", "waiting", "queues",
-        "observability", "worker.listening",
+        "observability",
     )),
     ("front doors", ("registry", "backend", "backend_checks", "checks", "")),
     ("top", ("worker", "admin", "management", "views", "urls", "apps")),
@@ -31,7 +31,7 @@ LAYERS = (
 ALLOWED_UPWARD = {
     # The tracer is named with the package's version, which its face holds (pyproject reads it
     # there); the face is imported before any of its modules, so this adds no dependency.
-    ("django_sqlqueue.observability.tracing", "django_sqlqueue"),
+    ("django_sqlqueue.telemetry.tracing", "django_sqlqueue"),
 }
 
 
