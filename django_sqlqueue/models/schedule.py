@@ -2,7 +2,6 @@
 ScheduleQuerySet: which schedules are active, paused, retired, due."""
 
 import datetime as dt
-import functools
 
 from django.db import models
 from django.db.models import Q
@@ -140,7 +139,9 @@ class Schedule(models.Model):
     def timetable(self):
         """When its ticks fall (timetables.py); raises InvalidPeriodicSchedule for a row whose
         definition no longer parses."""
-        return _timetable(self.cron, self.every_seconds, self.timezone)
+        from ..schedules.timetables import of_row
+
+        return of_row(self.cron, self.every_seconds, self.timezone)
 
     def describe(self) -> str:
         """``At 03:00 every day (0 3 * * *)`` or ``Every 2 seconds``."""
@@ -163,11 +164,3 @@ class Schedule(models.Model):
         return timetables.next_ticks(
             table, self.next_run_at - dt.timedelta(microseconds=1), count)
 
-
-@functools.lru_cache(maxsize=256)
-def _timetable(cron, every_seconds, timezone):
-    from ..schedules import timetables  # the models sit below the duties
-
-    if cron:
-        return timetables.CronTimetable(cron, timezone)
-    return timetables.IntervalTimetable(every_seconds)

@@ -41,15 +41,18 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path, modules: set) -> dict:
-    """The package's modules that ``path`` imports, anywhere in it: {module: whether every
-    import of it is inside a function's body}."""
+    """The package's modules that ``path`` imports, anywhere in it: {module: False if some import
+    of it is at the top of the module (or of a class), else "method" if every one is inside a
+    method's body, else "function"}."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = {}
 
     def add(module, lazy):
         if module in modules and module != name:
-            found[module] = found.get(module, True) and lazy
+            found[module] = lazy if module not in found else (
+                found[module] and lazy and ("function" if "function" in (found[module], lazy)
+                                            else "method"))
 
     def visit(node, lazy):
         if isinstance(node, ast.ImportFrom):
@@ -63,9 +66,12 @@ def imports_of(path: Path, modules: set) -> dict:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name, lazy)
-        inside = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         for child in ast.iter_child_nodes(node):
-            visit(child, inside)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # "method": a function of a class; "function": any other function's body.
+                visit(child, lazy or ("method" if isinstance(node, ast.ClassDef) else "function"))
+            else:
+                visit(child, lazy)
 
     visit(ast.parse(path.read_text()), False)
     return found
@@ -123,9 +129,10 @@ def layer_of(module: str) -> int:
     return max(found)[1]
 
 
-def delegates_down(module: str, imported: str, lazy: bool) -> bool:
-    """A models/ module importing a duty inside a method: the façade's delegation."""
-    return (lazy and module.startswith("django_sqlqueue.models")
+def delegates_down(module: str, imported: str, lazy) -> bool:
+    """A models/ module importing a duty inside a method of its models, managers or querysets:
+    the façade's delegation."""
+    return (lazy == "method" and module.startswith("django_sqlqueue.models")
             and LAYERS[layer_of(imported)][0] == "duties")
 
 
@@ -143,7 +150,7 @@ def test_lower_layers_never_import_upper_ones():
     imports, old_paths = scan()
     upward = [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {imported} "
-        f"({LAYERS[layer_of(imported)][0]}){' inside a function' if lazy else ''}"
+        f"({LAYERS[layer_of(imported)][0]}){f' inside a {lazy}' if lazy else ''}"
         for module, found in sorted(imports.items()) if module not in old_paths
         for imported, lazy in sorted(found.items())
         if imported not in old_paths and layer_of(imported) > layer_of(module)
@@ -154,18 +161,19 @@ def test_lower_layers_never_import_upper_ones():
 
 
 def test_the_models_delegate_only_inside_their_methods():
-    """A models/ module imports a duty only inside a function, never at its top: the duties
+    """A models/ module imports a duty only inside a method, never at its top: the duties
     import the models at theirs."""
     imports, _ = scan()
     assert [(module, imported) for module, found in sorted(imports.items())
             if module.startswith("django_sqlqueue.models")
             for imported, lazy in sorted(found.items())
-            if layer_of(imported) > layer_of(module) and not lazy] == []
+            if layer_of(imported) > layer_of(module) and lazy != "method"] == []
 
 
 def test_the_scan_sees_imports_inside_functions():
     imports, _ = scan()
-    assert imports["django_sqlqueue.models.job"]["django_sqlqueue.run.outcomes"] is True
+    assert imports["django_sqlqueue.models.job"]["django_sqlqueue.run.outcomes"] == "method"
+    assert imports["django_sqlqueue.enqueue.on_commit"]["django_sqlqueue.models"] == "function"
     assert imports["django_sqlqueue.claim.limited"]["django_sqlqueue.models"] is False
 
 
