@@ -134,8 +134,8 @@ def check_database_options(app_configs=None, **kwargs):
 def check_listen_database(app_configs=None, **kwargs):
     """Workers behind a transaction pooler need a direct connection to LISTEN on, or they poll."""
     from .conf import get_settings
+    from .db import listening
     from .models import Job
-    from .worker import listening
 
     try:
         conf = get_settings()

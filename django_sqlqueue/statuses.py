@@ -1,4 +1,5 @@
-"""Job statuses. The state machine is drawn in docs/concepts.md."""
+"""Job statuses (the state machine is drawn in docs/concepts.md), and the other named values
+the tables hold."""
 
 from django.db import models
 
@@ -34,3 +35,8 @@ RETRYABLE_STATUSES = (  # what "retry now" may queue again
 INTERRUPTION_RUNS_AGAIN = ": the job runs again, the attempt not counted."
 INTERRUPTION_FINAL = (": not run again (max_interruptions), as the job may be what stops its "
                       "workers.")
+
+#: A schedule's missed-tick policies (``Schedule.missed``), what schedules/tick_plan.py does
+#: with the ticks found late.
+LATEST, SKIP, CATCH_UP = "latest", "skip", "catch_up"
+MISSED_POLICIES = (LATEST, SKIP, CATCH_UP)

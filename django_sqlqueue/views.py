@@ -11,11 +11,11 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from .models import Job
-from .observability import metrics as worker_metrics
 from .observability.queue_metrics import QueueMetricsCollector
 from .observability.replica import read_alias
 from .run.progress import COLUMNS
 from .statuses import FINISHED_STATUSES
+from .telemetry import metrics as worker_metrics
 
 #: What the event stream reads of the job, each poll.
 _READ = ("id", "status", *COLUMNS)

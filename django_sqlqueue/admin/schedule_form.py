@@ -9,9 +9,9 @@ stay read-only here, as the code owns them (a retired one may still be deleted).
 from django import forms
 from django.conf import settings as django_settings
 
+from ..enqueue.registered import registered_names
 from ..exceptions import InvalidJob, InvalidPeriodicSchedule
 from ..models import Schedule
-from ..registry import registered_names
 from ..schedules import runtime, tick_plan
 
 #: The form's fields, by section; ``name`` is read-only once the schedule exists (its jobs'

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from ..db import ops, returning
+from . import plain
 
 #: The most keys one fair claim looks at. With more keys that have ready jobs, each claim looks
 #: at the next this many in key order, after those the previous claim looked at (wrapping round
@@ -148,7 +149,7 @@ def claim_fair(queryset, queue: str, weights: dict, worker_id, room: int, lease_
         # scan, whose statement was most of what a fair claim cost more than a plain one
         # (benchmarks/fairness_pickup.py). A key that gets ready jobs meanwhile waits for the
         # next claim of a process: one claim more.
-        taken = queryset.claim_ready([queue], worker_id, room, lease_seconds, now)
+        taken = plain.claim_ready(queryset, [queue], worker_id, room, lease_seconds, now)
         if taken:
             books.charge(_count_keys(taken, [alone]), weights)
         return taken
@@ -163,7 +164,7 @@ def claim_fair(queryset, queue: str, weights: dict, worker_id, room: int, lease_
             # (a tenant alone with a backlog: a fair queue's claims cost little more than plain
             # ones). A job of another key enqueued since the scan may come with them: it is
             # charged to its key like any other.
-            taken = queryset.claim_ready([queue], worker_id, room, lease_seconds, now)
+            taken = plain.claim_ready(queryset, [queue], worker_id, room, lease_seconds, now)
             jobs += taken
             claimed.update(_count_keys(taken, keys))
             if len(taken) == room:
@@ -195,7 +196,7 @@ def _claim_among(queryset, queue, keys, room, weights, leads, key_room, claim,
             break
         picked_sql, picked_params = ops(connection).claimable_ids_by_key(
             queryset.model, queue=queue, wanted=wanted)
-        claimed = queryset.claim_picked(picked_sql, picked_params, *claim)
+        claimed = plain.claim_picked(queryset, picked_sql, picked_params, *claim)
         jobs += claimed
         by_key = _count_keys(claimed, wanted)
         got.update(by_key)

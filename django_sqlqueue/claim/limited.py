@@ -41,8 +41,9 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 
 from ..db import ops, returning
+from ..models import Queue
 from ..statuses import READY_STATUSES, JobStatus
-from . import fair
+from . import fair, plain
 from .rows import in_claim_order, rows_to_models
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
@@ -76,9 +77,8 @@ class QueueControls:
 def read_controls(job_model, alias) -> QueueControls:
     """The paused, limited and fair queues, from the Queue table (a few rows: one per queue
     an operator configured)."""
-    queue_model = job_model._meta.apps.get_model("django_sqlqueue", "Queue")
     limits = ("concurrency_limit", "rate_limit", "key_concurrency_limit", "key_rate_limit")
-    rows = list(queue_model.objects.using(alias).filter(
+    rows = list(Queue.objects.using(alias).filter(
         Q(paused_at__isnull=False) | Q(fair=True)
         | functools.reduce(operator.or_, (Q(**{f"{limit}__isnull": False}) for limit in limits))
     ).values_list("name", "paused_at", "fair", "key_weights", *limits))
@@ -102,8 +102,8 @@ def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, con
     plain."""
     if queryset.query.has_filters():
         # A filtered claim (a test's, an admin's) leaves paused, limited and fair queues alone.
-        return queryset.exclude(queue__in=controls.held_back()).claim_ready(
-            queues, worker_id, limit, lease_seconds, now)
+        return plain.claim_ready(queryset.exclude(queue__in=controls.held_back()),
+                                 queues, worker_id, limit, lease_seconds, now)
     alias = queryset._write_alias()
     controlled = controls.limited | frozenset(controls.fair)
     served = controlled if queues is None else [q for q in queues if q in controlled]
@@ -123,9 +123,10 @@ def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, con
             # the claim walks each queue's own index range and never reads the held-back
             # backlog (a NOT IN on the any-queue index would read all of it first).
             queues = ready_queues(queryset.model, alias)
-        plain = [q for q in queues if q not in controls.held_back()]
-        if plain:
-            jobs += queryset.claim_ready(plain, worker_id, limit - len(jobs), lease_seconds, now)
+        others = [q for q in queues if q not in controls.held_back()]
+        if others:
+            jobs += plain.claim_ready(queryset, others, worker_id, limit - len(jobs),
+                                      lease_seconds, now)
     return jobs
 
 
@@ -134,16 +135,15 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
     transaction serialised on its Queue row (see the module's docstring)."""
     model = queryset.model
     alias = queryset._write_alias()
-    queue_model = model._meta.apps.get_model("django_sqlqueue", "Queue")
     connection = connections[alias]
-    fields = _queue_fields(queue_model)
+    fields = _queue_fields(Queue)
     with transaction.atomic(using=alias):
         # First statement: the row lock (PostgreSQL, MariaDB) or the write lock (SQLite).
         found = returning.fetch(connection, *ops(connection).lock_queue(
-            queue_model, name=name, fields=fields))
+            Queue, name=name, fields=fields))
         if not found:
             return []  # paused, or its row deleted, since the controls were read
-        (row,) = rows_to_models(queue_model, alias, found, fields=fields)
+        (row,) = rows_to_models(Queue, alias, found, fields=fields)
         clock = now or row.last_claim_at
         starts = recent_starts(row, clock)
         running = {}
@@ -169,8 +169,8 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
             if picked:
                 ids = model.objects.filter(pk__in=picked, status__in=READY_STATUSES).values("pk")
                 picked_sql, picked_params = ids.query.get_compiler(using=alias).as_sql()
-                jobs = queryset.claim_picked(picked_sql, picked_params, worker_id,
-                                             lease_seconds, clock)
+                jobs = plain.claim_picked(queryset, picked_sql, picked_params, worker_id,
+                                          lease_seconds, clock)
         if row.rate_limit is not None or row.key_rate_limit is not None:
             at = clock.timestamp()
             for job in jobs:
@@ -178,7 +178,7 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                     starts.setdefault("", []).append(at)
                 if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
-            queue_model.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
+            Queue.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
     return jobs
 
 

@@ -1,8 +1,8 @@
 """The plain claim: ready jobs of queues that no pause or limit holds back, picked in claim order
 and set running in one statement (the driver's ``ready_ids``/``ready_ids_after`` and
-``claim_jobs``), returned as jobs. ``JobQuerySet.claim`` decides which claim runs; the limited one
-is ``limited.py``. The claim runs a few hundred times a second per worker: its SQL text is built
-once per shape."""
+``claim_jobs``), returned as jobs. ``JobQuerySet.claim`` decides which claim runs; the limited
+and fair ones (``limited.py``, ``fair.py``) call this one for the rows they pick. The claim runs
+a few hundred times a second per worker: its SQL text is built once per shape."""
 
 import datetime as dt
 import functools
@@ -14,12 +14,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..db import ops, returning
-from ..run import progress
+from ..db.job_table import CLAIM_ORDER, PROGRESS_COLUMNS
 from ..statuses import JobStatus
 from .rows import rows_to_models
 
-#: Claim order: higher priority first, then the job due earliest, then the oldest.
-CLAIM_ORDER = ("-priority", "run_at", "id")
 #: The cancel columns of every job a claim returns.
 NOT_CANCELLED = {"cancel_requested_at": None, "cancelled_by": None}
 
@@ -96,4 +94,4 @@ def _returned_fields(model, set_fields) -> tuple:
     # Nor the progress columns, which a job writes and rarely reads: the claim statement stays
     # what it was before them; on the claimed job they are deferred (loaded when read).
     return tuple(f.name for f in model._meta.concrete_fields
-                 if f.name not in set_fields and f.name not in progress.COLUMNS)
+                 if f.name not in set_fields and f.name not in PROGRESS_COLUMNS)

@@ -9,6 +9,12 @@ from django.db.models.lookups import GreaterThan
 from ..statuses import KEY_HOLDING_STATUSES, READY_STATUSES, JobStatus
 
 MIN_PRIORITY, MAX_PRIORITY = -100, 100  # the same range as Django's Tasks framework
+#: Claim order: higher priority first, then the job due earliest, then the oldest.
+CLAIM_ORDER = ("-priority", "run_at", "id")
+#: The columns of a job's latest progress (run/progress.py); a claim does not read them back.
+PROGRESS_COLUMNS = ("progress_done", "progress_total", "progress_message", "progress_at")
+#: The longest progress message a report may carry (the column's length).
+MAX_PROGRESS_MESSAGE_CHARS = 200
 
 #: One bit per status in ``Job.unique_states``, the statuses in which a job holds its
 #: ``unique_slot``. Stored in rows: a bit never changes meaning (a new status takes a new bit).

@@ -7,8 +7,10 @@ transaction on ``using`` to commit, then inserts the job; on rollback the job is
 """
 
 from asgiref.sync import sync_to_async
-from django.apps import apps
-from django.db import transaction
+from django.db import router, transaction
+
+from .inserting import insert_job
+from .registered import prepare
 
 
 def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
@@ -19,9 +21,10 @@ def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
     Returns the unsaved job at once; its ``pk`` is set once it has been inserted. Outside a
     transaction the job is inserted immediately.
     """
-    jobs = apps.get_model("django_sqlqueue", "Job").objects  # models/ sits above this module
-    job = jobs.prepare(task, args, kwargs, **options)
-    transaction.on_commit(lambda: jobs.enqueue_prepared(job), using=using)
+    from ..models import Job  # not at import: the package's face imports this module
+
+    job = prepare(Job, task, args, kwargs, options)
+    transaction.on_commit(lambda: insert_job(job, router.db_for_write(Job)), using=using)
     return job
 
 

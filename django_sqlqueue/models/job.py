@@ -7,9 +7,7 @@ from django.db.models.functions import Now
 
 from ..conf import QueueSettings
 from ..db import job_table
-from ..run import outcomes, progress
 from ..statuses import FINISHED_STATUSES, JobStatus
-from ..waiting import waiter
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
 from .step import record_step, recorded_step, recorded_steps
@@ -107,7 +105,7 @@ class Job(models.Model):
     progress_done = models.BigIntegerField(null=True, blank=True, editable=False)
     progress_total = models.BigIntegerField(null=True, blank=True, editable=False)
     progress_message = models.CharField(  # noqa: DJ001 - NULL: never reported
-        max_length=progress.MAX_MESSAGE_CHARS, null=True, blank=True, editable=False)
+        max_length=job_table.MAX_PROGRESS_MESSAGE_CHARS, null=True, blank=True, editable=False)
     progress_at = models.DateTimeField(null=True, blank=True, editable=False)
     # A transactional job (docs/transactional-jobs.md) runs inside the transaction that writes
     # its outcome: its own writes and its completion commit together, or neither does.
@@ -166,18 +164,27 @@ class Job(models.Model):
         except ValueError:
             return None
 
-    # Outcomes of a claimed job. Each is fenced by the claim token and returns True if it was
-    # applied, False if the job is no longer this claim's (lease lost, rescued, re-claimed).
+    # Outcomes of a claimed job (run/outcomes.py, imported when called: the models sit below
+    # the duties). Each is fenced by the claim token and returns True if it was applied, False
+    # if the job is no longer this claim's (lease lost, rescued, re-claimed).
     def complete(self, result=None, *, now=None) -> bool:
+        from ..run import outcomes
+
         return outcomes.complete(self, result, now=now)
 
     def fail(self, error, *, retry=True, delay=None, now=None) -> bool:
+        from ..run import outcomes
+
         return outcomes.fail(self, error, retry=retry, delay=delay, now=now)
 
     def reschedule(self, *, run_at=None, delay=None, now=None) -> bool:
+        from ..run import outcomes
+
         return outcomes.reschedule(self, run_at=run_at, delay=delay, now=now)
 
     def release(self, *, now=None) -> bool:
+        from ..run import outcomes
+
         return outcomes.release(self, now=now)
 
     def cancel(self, *, by=None, now=None) -> bool:
@@ -196,12 +203,16 @@ class Job(models.Model):
         then return it read again: its ``status``, ``result`` and ``errors`` say how it ended.
         Raises ``WaitTimeout`` after ``timeout`` seconds (None: no limit); the job goes on.
         Woken by NOTIFY on PostgreSQL, by a short adaptive poll elsewhere."""
+        from ..waiting import waiter
+
         waiter.wait(type(self), self._state.db or "default", [self.pk], timeout=timeout)
         self.refresh_from_db()
         return self
 
     async def await_finished(self, *, timeout: float | None) -> "Job":
         """``wait_finished``'s async twin: it never blocks the event loop."""
+        from ..waiting import waiter
+
         await waiter.await_(type(self), self._state.db or "default", [self.pk], timeout=timeout)
         await self.arefresh_from_db()
         return self
@@ -236,15 +247,18 @@ class Job(models.Model):
         record_step(self, name, result, **times)
 
     @property
-    def progress(self) -> "progress.Progress | None":
+    def progress(self):
         """The latest progress this job reported (``done``, ``total``, ``fraction``,
-        ``percent``, ``message``, ``at``), as last read from the row; None if it never did."""
-        deferred = self.get_deferred_fields().intersection(progress.COLUMNS)
+        ``percent``, ``message``, ``at``: a ``run.progress.Progress``), as last read from the
+        row; None if it never did."""
+        from ..run.progress import Progress
+
+        deferred = self.get_deferred_fields().intersection(job_table.PROGRESS_COLUMNS)
         if deferred and self.pk is not None:  # a claimed job: one query for the four
             self.refresh_from_db(fields=sorted(deferred))
         if self.progress_at is None or self.progress_done is None:
             return None
-        return progress.Progress(self.progress_done, self.progress_total,
+        return Progress(self.progress_done, self.progress_total,
                                  self.progress_message or "", self.progress_at)
 
     @property

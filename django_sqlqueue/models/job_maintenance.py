@@ -5,15 +5,12 @@ worker or another maintainer changes nothing twice."""
 
 import datetime as dt
 
-from django.db import connections, transaction
+from django.db import connections
 
-from .. import signals
 from ..conf import get_settings
-from ..db import ops, returning
-from ..db.batches import short_transaction, write_lock_first
+from ..db import ops
+from ..db.batches import short_transaction
 from ..db.clock import DatabaseNow
-from ..statuses import JobStatus
-from ..workflows.settle import settle
 from .dependency import JobDependency
 from .step import JobStep
 
@@ -29,26 +26,9 @@ class JobMaintenance:
         """Mark ready jobs past their expires_at as expired, so they never run; returns how many.
         With ``limit``, at most that many (one batch of the expirer). "Now" is the database's
         clock unless ``now`` is given."""
-        at = now or DatabaseNow(in_filter=True)
-        due = self.in_ready_status().filter(expires_at__lte=at)
-        if limit is not None:
-            picked = due.order_by().values_list("pk", flat=True)[:limit]
-            if not connections[self._write_alias()].features.allow_sliced_subqueries_with_in:
-                picked = list(picked)  # MariaDB: no LIMIT in an IN subquery
-            due = self.model.objects.using(self._write_alias()).in_ready_status().filter(
-                pk__in=picked, expires_at__lte=at
-            )
-        alias = self._write_alias()
-        with transaction.atomic(using=alias, savepoint=False):
-            write_lock_first(alias, self.model)  # it reads before it writes
-            # A workflow's jobs that expire cancel the jobs waiting for them (settle).
-            in_workflows = list(due.filter(workflow_id__isnull=False)
-                                .values_list("pk", flat=True))
-            count = due.update(status=JobStatus.EXPIRED, finished_at=now or DatabaseNow())
-            if in_workflows:
-                settle(self.model, alias, dict(self.model.objects.using(alias).filter(
-                    pk__in=in_workflows, status=JobStatus.EXPIRED).values_list("pk", "status")))
-        return count
+        from ..workflows import changes
+
+        return changes.expire(self, now, limit=limit)
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
         """Renew the leases of ``worker_id``'s running jobs among ``job_ids`` (a heartbeat)."""
@@ -73,41 +53,9 @@ class JobMaintenance:
         rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
         given. Takes every running job of the queryset, expired lease or not: narrow it first.
         """
-        alias = self._write_alias()
-        connection = connections[alias]
-        picked = self.running().order_by("lease_expires_at", "pk").values(
-            "id", "claim_token", "lease_expires_at"  # the names rescue_jobs reads
-        )
-        if connection.features.has_select_for_update_skip_locked:
-            picked = picked.select_for_update(skip_locked=True)
-        if limit is not None:
-            picked = picked[:limit]
-        # FOR UPDATE needs a transaction, even for one statement; inside a caller's, no savepoint.
-        with transaction.atomic(using=alias, savepoint=False):
-            picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-            rescued = returning.fetch(connection, *ops(connection).rescue_jobs(
-                self.model, picked_sql=picked_sql, picked_params=picked_params, now=now,
-                error_type=WORKER_LOST_TYPE, reason=reason,
-                message_limit=get_settings().MAX_TRACEBACK_CHARS))
-            ended = {pk: status for pk, status in rescued if status != JobStatus.QUEUED}
-            if ended:  # at max_interruptions: its workflow's waiting jobs are cancelled
-                settle(self.model, alias, ended)
-            if rescued and signals.has_receivers(signals.job_rescued, self.model):
-                self._send_rescued([pk for pk, _ in rescued], alias, reason)
-        return len(rescued)
+        from ..workflows import changes
 
-    def _send_rescued(self, pks, alias, reason) -> None:
-        """``job_rescued`` for each rescued job, read as written (in the rescue's
-        transaction, so as this rescue left it), sent once that transaction commits."""
-        jobs = [job for job in self.model.objects.using(alias).filter(pk__in=pks).order_by("pk")
-                if signals.is_job_function(job)]
-
-        def send():
-            for job in jobs:
-                signals.send(signals.job_rescued, self.model, job=job, reason=reason,
-                             will_retry=job.status == JobStatus.QUEUED)
-
-        transaction.on_commit(send, using=alias)
+        return changes.rescue(self, now, reason=reason, limit=limit)
 
     def prune(self, now=None, *, keep_succeeded=None, keep_failed=None, batch_size=1000) -> int:
         """Delete finished jobs older than the retention (seconds; None keeps them), in batches

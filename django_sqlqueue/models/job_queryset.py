@@ -1,36 +1,29 @@
 """JobQuerySet, the manager of Job: filters are adjectives (``ready``), state changes are verbs
-(``claim``). Documented as ``django_sqlqueue.queries``, its path before models/ was a package."""
+(``claim``). Documented as ``django_sqlqueue.queries``, its path before models/ was a package.
+
+The models sit below the duties (enqueue/, claim/, workflows/...): a state change here imports
+its duty inside the method and hands the work down; no duty calls these methods back, so the
+duties import the models at the top of their modules and never through the app registry."""
 
 import datetime as dt
 
 from asgiref.sync import sync_to_async
-from django.db import connections, models, router, transaction
-from django.db.models import Case, Exists, F, Max, OuterRef, Q, Value, When
-from django.db.models.functions import Greatest
+from django.db import connections, models, router
+from django.db.models import Q
 from django.utils import timezone
 
-from ..claim import limited as queue_limits
-from ..claim import plain
-from ..claim.plain import CLAIM_ORDER
 from ..conf import get_settings
 from ..db import ops
-from ..db.batches import write_lock_first
 from ..db.clock import DatabaseNow
-from ..db.job_table import SLOT_HELD
-from ..enqueue.building import ENQUEUE_OPTIONS, prepare_job
-from ..enqueue.inserting import insert_job, insert_jobs
-from ..enqueue.notify import CANCEL_CHANNEL, sends_notify
-from ..observability.queue_stats import QueueStats, queue_stats
-from ..registry import check_option_names, resolve
+from ..db.job_table import CLAIM_ORDER
 from ..statuses import (
     FINISHED_STATUSES,
     READY_STATUSES,
-    RETRYABLE_STATUSES,
     UNFINISHED_STATUSES,
     JobStatus,
 )
-from ..workflows.settle import resume, settle
 from .job_maintenance import JobMaintenance
+from .queue_stats import QueueStats, queue_stats
 
 # CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
 __all__ = ["CLAIM_ORDER", "JobQuerySet", "QueueStats"]
@@ -111,8 +104,9 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
     def prepare(self, task, args=(), kwargs=None, **options):
         """An unsaved, validated Job: what ``enqueue`` would insert. For ``bulk_enqueue``."""
-        check_option_names(options, allowed=ENQUEUE_OPTIONS, where="enqueue()")
-        return prepare_job(self.model, resolve(task), args, kwargs, options)
+        from ..enqueue.registered import prepare
+
+        return prepare(self.model, task, args, kwargs, options)
 
     def enqueue(self, task, args=(), kwargs=None, *, using=None, **options):
         """Validate and insert one job, in the current transaction of its database.
@@ -132,6 +126,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
     def enqueue_prepared(self, job, *, using=None):
         """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
+        from ..enqueue.inserting import insert_job
+
         return insert_job(job, self._write_alias(using))
 
     def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
@@ -141,27 +137,9 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         was due when it was prepared (no ``run_at`` or ``delay``) is due from this moment. One
         time for the whole call also lets the insert send it once instead of once per job.
         """
-        jobs = list(jobs)
-        pk_name = self.model._meta.pk.attname  # not job.pk: a property, slower
-        for job in jobs:
-            if not isinstance(job, self.model) or getattr(job, pk_name) is not None:
-                raise TypeError(
-                    "bulk_enqueue() takes unsaved jobs from task.prepare(...) or "
-                    "Job.objects.prepare(...)."
-                )
-            if job.unique_key is not None or job.unique_slot is not None:
-                raise ValueError(
-                    f"bulk_enqueue() cannot deduplicate unique_key "
-                    f"{job.unique_key or job.unique_slot!r}: "
-                    "enqueue unique jobs one at a time with enqueue()."
-                )
-        now = timezone.now()
-        for job in jobs:
-            if job.run_at == job.enqueued_at:
-                job.run_at = now
-            job.enqueued_at = now
-        insert_jobs(jobs, self._write_alias(using), batch_size=batch_size)
-        return jobs
+        from ..enqueue.inserting import enqueue_many
+
+        return enqueue_many(self.model, jobs, self._write_alias(using), batch_size=batch_size)
 
     # The async twins: the sync call on the thread of the caller's sync work (as django.tasks'
     # aenqueue), so that inside its atomic block the job joins its transaction.
@@ -192,7 +170,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         Paused queues are skipped and limited ones claimed within their limits
         (claim/limited.py), as the Queue table says: read now, or as given in ``controls``
-        (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
+        (``claim.limited.read_controls``; a worker reads it once per poll interval). With no
         queue paused or limited, the claim is the one statement above.
 
         ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
@@ -200,6 +178,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         the last job it claimed when its claims got slow (claim/bounded.py). Ignored
         while some queue is paused or limited, and by a filtered queryset's claim.
         """
+        from ..claim import limited, plain
+
         if isinstance(queues, str):
             queues = [queues]
         elif queues is not None:
@@ -210,23 +190,12 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         if hasattr(lease_seconds, "total_seconds"):
             lease_seconds = lease_seconds.total_seconds()
         if controls is None:
-            controls = queue_limits.read_controls(self.model, self._write_alias())
+            controls = limited.read_controls(self.model, self._write_alias())
         if controls.unused:
-            return self.claim_ready(queues, worker_id, limit, lease_seconds, now, after=after)
-        return queue_limits.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
-                                             controls)
-
-    def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
-                    after=None) -> list:
-        """The claim of queues that no pause or limit holds back (``claim`` checked the
-        arguments): one statement; with ``after``, of the jobs after that position only
-        (claim/plain.py)."""
-        return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now, after=after)
-
-    def claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now=None) -> list:
-        """Set the rows whose ids ``picked_sql`` selects running for ``worker_id``, in one
-        statement, and return them as jobs in claim order (claim/plain.py)."""
-        return plain.claim_picked(self, picked_sql, picked_params, worker_id, lease_seconds, now)
+            return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now,
+                                     after=after)
+        return limited.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
+                                        controls)
 
     # ---- bulk state changes --------------------------------------------------------------
     def cancel(self, now=None, *, by=None) -> int:
@@ -240,42 +209,11 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         they never run again. A running job already asked is not counted again. ``by`` says who
         asked (``cancelled_by``; the admin gives the user name). One UPDATE, so a job claimed
         meanwhile is asked to stop rather than missed; on PostgreSQL it also wakes the workers
-        (NOTIFY) to learn of it at once.
+        (NOTIFY) to learn of it at once (workflows/changes.py).
         """
-        now = now or timezone.now()
-        alias = self._write_alias()
-        ready = Q(status__in=(*READY_STATUSES, JobStatus.WAITING))
-        with transaction.atomic(using=alias, savepoint=False):
-            write_lock_first(alias, self.model)  # it reads before it writes
-            # A workflow's jobs cancelled now cancel the jobs waiting for them (settle).
-            in_workflows = list(self.filter(ready, workflow_id__isnull=False)
-                                .values_list("pk", flat=True))
-            changed = self._cancel(ready, now, by)
-            if in_workflows:
-                settle(self.model, alias, dict(
-                    self.model.objects.using(alias).filter(
-                        pk__in=in_workflows, status=JobStatus.CANCELLED
-                    ).values_list("pk", "status")))
-        if changed and sends_notify(connections[alias]):
-            ops(connections[alias]).notify(CANCEL_CHANNEL, [""])
-        return changed
+        from ..workflows import changes
 
-    def _cancel(self, ready, now, by) -> int:
-        """cancel's UPDATE: ``ready`` jobs cancelled now, running ones asked to stop."""
-        return self.filter(
-            ready | Q(status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
-        ).update(
-            finished_at=Case(When(ready, then=Value(now)), default=F("finished_at"),
-                             output_field=models.DateTimeField()),
-            # Set only for running jobs: it means "asked to stop while it ran", and it is what
-            # makes every later outcome write of that attempt write ``cancelled``.
-            cancel_requested_at=Case(When(ready, then=None), default=Value(now),
-                                     output_field=models.DateTimeField()),
-            cancelled_by=by,
-            # Last: MariaDB assigns left to right, each later assignment seeing the new status
-            # (PostgreSQL and SQLite: every one sees the row as it was).
-            status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
-        )
+        return changes.cancel(self, now, by=by)
 
     def cancelling(self):
         """Running jobs asked to stop, whose worker has not stopped them yet."""
@@ -292,44 +230,12 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         Its error history is kept, and its expiry is cleared so it cannot expire straight away.
         A job whose unique key another unfinished job holds now is skipped, as is one whose
         unique slot another job holds (``unique_states``). A workflow's job puts back to
-        ``waiting`` the jobs its end had cancelled (docs/workflows.md).
+        ``waiting`` the jobs its end had cancelled (docs/workflows.md;
+        workflows/changes.py).
         """
-        now = now or timezone.now()
-        jobs = self.model.objects.using(self.db)
-        taken_keys = jobs.unfinished().filter(unique_key__isnull=False).values("unique_key")
-        slot_held_by_another = jobs.filter(SLOT_HELD, unique_slot=OuterRef("unique_slot")).exclude(
-            pk=OuterRef("pk"))
-        retryable = (self.filter(status__in=RETRYABLE_STATUSES).exclude(unique_key__in=taken_keys)
-                     .exclude(Exists(slot_held_by_another)))
-        # Of several selected jobs sharing a unique key (or slot), only the newest can hold it.
-        newest_per_key = (
-            retryable.filter(unique_key__isnull=False).values("unique_key")
-            .annotate(newest=Max("pk")).values("newest")
-        )
-        newest_per_slot = (
-            retryable.filter(unique_slot__isnull=False).values("unique_slot")
-            .annotate(newest=Max("pk")).values("newest")
-        )
-        alias = self._write_alias()
-        picked = (
-            jobs.filter(pk__in=retryable.values("pk"))
-            .filter(Q(unique_key__isnull=True) | Q(pk__in=newest_per_key))
-            .filter(Q(unique_slot__isnull=True) | Q(pk__in=newest_per_slot))
-        )
-        with transaction.atomic(using=alias, savepoint=False):
-            write_lock_first(alias, self.model)  # it reads before it writes
-            # A workflow's job queued again takes back the jobs its end had cancelled (resume).
-            in_workflows = list(picked.filter(workflow_id__isnull=False)
-                                .values_list("pk", flat=True))
-            count = picked.update(
-                status=JobStatus.QUEUED, run_at=now, finished_at=None, expires_at=None,
-                lease_expires_at=None, cancel_requested_at=None, cancelled_by=None,
-                max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
-            )
-            if in_workflows:
-                resume(self.model, alias, list(self.model.objects.using(alias).filter(
-                    pk__in=in_workflows, status=JobStatus.QUEUED).values_list("pk", flat=True)))
-        return count
+        from ..workflows import changes
+
+        return changes.retry_now(self, now)
 
     def run_now(self, now=None) -> int:
         """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""
@@ -339,5 +245,5 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:
         """``{queue: QueueStats}``: counts per status, and the lag of the oldest ready job
-        (observability/queue_stats.py)."""
+        (queue_stats.py)."""
         return queue_stats(self, now)

@@ -1,14 +1,37 @@
-"""Schedule: a periodic schedule's definition, its cursor and the operator's state."""
+"""Schedule: a periodic schedule's definition, its cursor and the operator's state; and
+ScheduleQuerySet: which schedules are active, paused, retired, due."""
 
 import datetime as dt
-import functools
 
 from django.db import models
 from django.db.models import Q
 
 from ..db import job_table
-from ..schedules import tick_plan, timetables
-from ..schedules.queries import ScheduleQuerySet
+from ..db.clock import DatabaseNow
+from ..statuses import CATCH_UP, LATEST, MISSED_POLICIES, SKIP
+
+
+class ScheduleQuerySet(models.QuerySet):
+    def active(self):
+        """Schedules that tick: neither paused nor retired."""
+        return self.filter(paused_at__isnull=True, retired_at__isnull=True)
+
+    def paused(self):
+        return self.filter(paused_at__isnull=False, retired_at__isnull=True)
+
+    def retired(self):
+        """Schedules that are no longer in the code; they never tick."""
+        return self.filter(retired_at__isnull=False)
+
+    def current(self):
+        """Schedules still in the code, active or paused."""
+        return self.filter(retired_at__isnull=True)
+
+    def due(self, now=None):
+        """Active schedules with a tick not handled yet at ``now`` (default: the database's
+        clock), earliest first."""
+        now = now or DatabaseNow(in_filter=True)
+        return self.active().filter(next_run_at__lte=now).order_by("next_run_at", "pk")
 
 
 class Schedule(models.Model):
@@ -32,9 +55,9 @@ class Schedule(models.Model):
     CODE, RUNTIME = "code", "runtime"
     SOURCE_CHOICES = [(CODE, "declared in code"), (RUNTIME, "created at run time")]
     MISSED_CHOICES = [
-        (tick_plan.LATEST, "run the latest once"),
-        (tick_plan.SKIP, "skip"),
-        (tick_plan.CATCH_UP, "catch up"),
+        (LATEST, "run the latest once"),
+        (SKIP, "skip"),
+        (CATCH_UP, "catch up"),
     ]
 
     name = models.CharField(max_length=150, unique=True)
@@ -51,7 +74,7 @@ class Schedule(models.Model):
     # Job fields resolved from the task's options at the sync: queue, priority, max_attempts,
     # retry policy, timeout_seconds, and max_age_seconds (expires_at = tick + max_age).
     job_options = models.JSONField(default=dict)
-    missed = models.CharField(max_length=16, choices=MISSED_CHOICES, default=tick_plan.LATEST)
+    missed = models.CharField(max_length=16, choices=MISSED_CHOICES, default=LATEST)
     catch_up = models.PositiveIntegerField(default=1)  # most ticks enqueued after a backlog
     grace_seconds = models.FloatField(default=60.0)  # a tick found later than this is missed
     # Raised by every change of the definition; the scheduler's write is fenced on it.
@@ -90,7 +113,7 @@ class Schedule(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=Q(missed__in=tick_plan.POLICIES), name="sqlqueue_schedule_missed_valid"
+                condition=Q(missed__in=MISSED_POLICIES), name="sqlqueue_schedule_missed_valid"
             ),
             models.CheckConstraint(
                 condition=Q(source__in=("code", "runtime")), name="sqlqueue_schedule_source_valid"
@@ -116,7 +139,9 @@ class Schedule(models.Model):
     def timetable(self):
         """When its ticks fall (timetables.py); raises InvalidPeriodicSchedule for a row whose
         definition no longer parses."""
-        return _timetable(self.cron, self.every_seconds, self.timezone)
+        from ..schedules.timetables import of_row
+
+        return of_row(self.cron, self.every_seconds, self.timezone)
 
     def describe(self) -> str:
         """``At 03:00 every day (0 3 * * *)`` or ``Every 2 seconds``."""
@@ -131,15 +156,11 @@ class Schedule(models.Model):
         retired."""
         if self.retired_at is not None:
             return []
+        from ..schedules import timetables
+
         table = self.timetable
         if self.paused_at is not None or self.next_run_at is None:
             return timetables.next_ticks(table, now, count)
         return timetables.next_ticks(
             table, self.next_run_at - dt.timedelta(microseconds=1), count)
 
-
-@functools.lru_cache(maxsize=256)
-def _timetable(cron, every_seconds, timezone):
-    if cron:
-        return timetables.CronTimetable(cron, timezone)
-    return timetables.IntervalTimetable(every_seconds)

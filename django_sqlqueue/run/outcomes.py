@@ -23,6 +23,7 @@ from ..db.pieces import OutcomeRow
 from ..enqueue import validation
 from ..exceptions import InvalidSchedule
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
+from ..workflows import changes
 from ..workflows.settle import settle
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
@@ -268,7 +269,7 @@ def rescue(job, *, now=None, reason="its lease expired") -> bool:
     jobs = type(job)._default_manager.using(job._state.db or None).filter(
         pk=job.pk, claim_token=job.claim_token, **lease
     )
-    applied = jobs.rescue(now, reason=reason, limit=1) == 1
+    applied = changes.rescue(jobs, now, reason=reason, limit=1) == 1
     if applied:
         job.refresh_from_db(fields=["status", "run_at", "finished_at", "lease_expires_at",
                                     "errors"])

@@ -22,14 +22,14 @@ from django.db.models import Case, Q, Value, When
 
 from ..context import current_job
 from ..db.clock import DatabaseNow
+from ..db.job_table import MAX_PROGRESS_MESSAGE_CHARS, PROGRESS_COLUMNS
 
 logger = logging.getLogger(__name__)
 
 #: The job's columns that hold it; a claim does not read them back (claim/plain.py).
-COLUMNS = ("progress_done", "progress_total", "progress_message", "progress_at")
-
+COLUMNS = PROGRESS_COLUMNS
 #: The longest message a report may carry (the column's length).
-MAX_MESSAGE_CHARS = 200
+MAX_MESSAGE_CHARS = MAX_PROGRESS_MESSAGE_CHARS
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from .. import signals
 from ..context import _current_job, _current_steps
 from ..db import outages
 from ..enqueue import validation
+from ..enqueue.registered import get_task
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
-from ..observability import tracing
-from ..registry import get_task
+from ..telemetry import tracing
 from .cancellation import cancellable, cancelled_error, stop_requested
 from .progress import board as progress_board
 from .progress import write_final as write_final_progress

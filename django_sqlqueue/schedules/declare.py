@@ -25,8 +25,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import QueueSettings, get_settings
 from ..enqueue import building, validation
+from ..enqueue.registered import RegisteredTask as JobTask
 from ..exceptions import InvalidJob, InvalidPeriodicSchedule
-from ..registry import Task as JobTask
 from . import tick_plan, timetables
 
 #: Schedule names: they appear in unique keys (``schedule:<name>@<tick>``) and in URLs.

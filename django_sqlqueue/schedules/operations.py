@@ -20,6 +20,7 @@ from django.db.models import F
 from ..db import ops, returning
 from ..db.clock import database_now
 from ..enqueue.building import build_job, new_job_state
+from ..enqueue.inserting import insert_job
 from ..models import Job, Schedule
 from . import tick_plan
 from .declare import declared, tick_key
@@ -236,7 +237,7 @@ def _enqueue(row: Schedule, tick, *, holder, now, alias, manual=False):
         unique_key=tick_key(row.name, tick),
         **new_job_state(),
     )
-    job = Job.objects.using(alias).enqueue_prepared(build_job(Job, fields), using=alias)
+    job = insert_job(build_job(Job, fields), alias)
     logger.info("schedule name=%s tick=%s job=%s by=%s", row.name, entry["tick"], job.pk, holder)
     return job
 

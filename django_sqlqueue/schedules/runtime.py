@@ -30,6 +30,7 @@ from django.db import IntegrityError, router, transaction
 from django.db.models import F
 
 from ..db.clock import database_now
+from ..enqueue.registered import resolve
 from ..exceptions import (
     InvalidPeriodicSchedule,
     ScheduleDeclaredInCode,
@@ -38,7 +39,6 @@ from ..exceptions import (
     UnknownTask,
 )
 from ..models import Schedule
-from ..registry import resolve
 from . import tick_plan
 from .declare import (
     DEFAULT_GRACE_SECONDS,

@@ -23,10 +23,10 @@ Skipped ticks are never silent: they are counted on the schedule and logged as a
 import datetime as dt
 from dataclasses import dataclass
 
+from ..statuses import CATCH_UP, LATEST, SKIP
+from ..statuses import MISSED_POLICIES as POLICIES
 from .timetables import ticks_from
 
-LATEST, SKIP, CATCH_UP = "latest", "skip", "catch_up"
-POLICIES = (LATEST, SKIP, CATCH_UP)
 #: The most ticks one pass walks through. Past it (an every-minute cron after months without a
 #: worker), the pass skips the late ones it walked, keeps its place, and the next pass goes on;
 #: walking 100,000 cron ticks takes about a second.

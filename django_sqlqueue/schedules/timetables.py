@@ -12,6 +12,7 @@ UTC), so every process computes the same ticks whoever synced the schedule and w
 """
 
 import datetime as dt
+import functools
 from collections.abc import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -177,6 +178,14 @@ def timetable(*, cron: str | None = None, every=None, timezone: str = "UTC"):
         return CronTimetable(cron, timezone)
     zone(timezone)  # checked even though an interval does not use it
     return IntervalTimetable(every)
+
+
+@functools.lru_cache(maxsize=256)
+def of_row(cron, every_seconds, timezone):
+    """The timetable of a schedule's row (``Schedule.timetable``), made once per definition."""
+    if cron:
+        return CronTimetable(cron, timezone)
+    return IntervalTimetable(every_seconds)
 
 
 def ticks_from(table, start: dt.datetime) -> Iterator[dt.datetime]:

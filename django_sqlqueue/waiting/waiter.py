@@ -4,7 +4,7 @@ Each wait reads whether any of its jobs is unfinished (one read by primary key),
 again when woken:
 
 - on PostgreSQL with NOTIFY (``sends_notify``) and a connection that can LISTEN
-  (``worker.listening.listen_params``: not through a transaction pooler without
+  (``db.listening.listen_params``: not through a transaction pooler without
   ``LISTEN_DATABASE``), by the process's listener (listener.py), once it marked its jobs
   ``awaited`` so that their final outcome write notifies; and every ``WAIT_POLL_MAX_SECONDS``
   still, for the ends that send no NOTIFY (a queued job cancelled or expired, a workflow's job
@@ -30,10 +30,10 @@ from django.db import connections
 
 from ..conf import get_settings
 from ..db import ops
+from ..db.listening import listen_params
 from ..enqueue.notify import sends_notify
 from ..exceptions import WaitTimeout
 from ..statuses import FINISHED_STATUSES, JobStatus
-from ..worker.listening import listen_params
 from . import listener as listeners
 
 

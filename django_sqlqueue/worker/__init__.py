@@ -8,7 +8,8 @@
   jobs, reaping dead workers, pruning old jobs, the throughput rollup) and the service that runs
   them.
 - ``scheduler``: enqueues due ticks of periodic schedules.
-- ``wakeup``, ``listening``: LISTEN/NOTIFY and in-process wake-ups, with polling underneath.
+- ``wakeup``: LISTEN/NOTIFY (where to LISTEN: ``db/listening.py``) and in-process wake-ups,
+  with polling underneath.
 - ``supervisor``: several worker processes, restarted when they crash or recycle.
 - ``resilience``: riding out database restarts and dropped connections.
 """

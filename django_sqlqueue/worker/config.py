@@ -9,7 +9,7 @@ from django.conf import settings as django_settings
 
 from ..conf import MAX_ASYNC_CONCURRENCY, get_settings
 from ..enqueue.validation import queue_name
-from ..observability import metrics
+from ..telemetry import metrics
 from .log_format import FORMATS
 
 #: Job threads per process. Each thread that touches the ORM opens a database connection of

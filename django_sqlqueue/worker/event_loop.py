@@ -28,8 +28,8 @@ import time
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from ..observability import metrics
 from ..run import runner
+from ..telemetry import metrics
 from .heartbeat import timed_out
 from .log_format import fields
 from .resilience import tidy_connections

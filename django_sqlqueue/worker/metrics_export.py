@@ -22,7 +22,7 @@ import threading
 import time
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from ..observability import metrics
+from ..telemetry import metrics
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from ..observability import metrics
 from ..run import runner, transactional
 from ..run.execution import report
+from ..telemetry import metrics
 from .event_loop import EventLoop
 from .log_format import fields
 from .lost_claims import LostClaims

@@ -21,8 +21,8 @@ from ..conf import get_settings
 from ..db import outages
 from ..db.clock import DatabaseNow
 from ..models import Job, Worker
-from ..observability import metrics
 from ..run import progress
+from ..telemetry import metrics
 from . import identity, shutdown
 from .cancels import CancelWatcher
 from .config import WorkerConfig

@@ -7,8 +7,8 @@ import logging
 import time
 
 from ..models import Worker
-from ..observability import metrics
 from ..run import outcomes
+from ..telemetry import metrics
 from .log_format import fields
 from .resilience import TRANSIENT, call_with_retry
 

@@ -37,12 +37,12 @@ from ..conf import get_settings
 from ..db import ops
 from ..db.batches import write_lock_first
 from ..models import Job
-from ..observability import metrics
 from ..run import outcomes
 from ..run.execution import report
 from ..run.runner import OutcomeKind
 from ..run.transactional import attempt
 from ..statuses import READY_STATUSES, JobStatus
+from ..telemetry import metrics
 from .resilience import TRANSIENT, Backoff
 
 logger = logging.getLogger(__name__)

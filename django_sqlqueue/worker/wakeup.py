@@ -32,9 +32,8 @@ import time
 from django.db import connections
 
 from ..conf import get_settings
-from ..db import ops
+from ..db import listening, ops
 from ..enqueue.notify import CANCEL_CHANNEL, CHANNEL, follow_up_seconds, subscribe_in_process
-from . import listening
 from .resilience import Backoff
 
 logger = logging.getLogger(__name__)

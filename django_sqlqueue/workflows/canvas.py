@@ -15,9 +15,9 @@ import contextlib
 import uuid
 from dataclasses import dataclass, field
 
-from django.apps import apps
 from django.db import router, transaction
 
+from ..enqueue.inserting import enqueue_many
 from ..enqueue.validation import parent_results_given_first
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
@@ -186,8 +186,10 @@ class EnqueuedWorkflow:
 
     def cancel(self, *, by=None) -> int:
         """Cancel every unfinished job of the workflow, running ones included."""
-        return _job_model().objects.using(self.jobs[0]._state.db).filter(
-            workflow_id=self.id).cancel(by=by)
+        from .changes import cancel  # not at import: it needs the models
+
+        return cancel(_job_model().objects.using(self.jobs[0]._state.db).filter(
+            workflow_id=self.id), by=by)
 
 
 class Workflow:
@@ -266,11 +268,12 @@ class Workflow:
         return workflow_id, jobs
 
     def _insert(self, workflow_id, jobs, alias) -> EnqueuedWorkflow:
-        dependency = apps.get_model("django_sqlqueue", "JobDependency")
+        from ..models import JobDependency  # not at import: the face imports this module
+
         with transaction.atomic(using=alias):
-            _job_model().objects.bulk_enqueue(jobs, using=alias)
-            dependency._default_manager.using(alias).bulk_create([
-                dependency(child_id=job.pk, parent_id=jobs[parent].pk, position=position,
+            enqueue_many(_job_model(), jobs, alias)
+            JobDependency._default_manager.using(alias).bulk_create([
+                JobDependency(child_id=job.pk, parent_id=jobs[parent].pk, position=position,
                            run_anyway=run_anyway)
                 for job, node in zip(jobs, self._nodes, strict=True)
                 for position, (parent, run_anyway) in enumerate(node.parents)
@@ -295,4 +298,6 @@ class Workflow:
 
 
 def _job_model():
-    return apps.get_model("django_sqlqueue", "Job")  # models/ sits above this module
+    from ..models import Job  # not at import: the package's face imports this module
+
+    return Job

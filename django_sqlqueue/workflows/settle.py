@@ -23,13 +23,13 @@ edge has ``run_anyway``: then it counts as a success. Jobs outside workflows nev
 
 from collections import defaultdict
 
-from django.apps import apps
 from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
 from ..db import ops
 from ..enqueue import notify
+from ..models import JobDependency
 from ..statuses import FINISHED_STATUSES, JobStatus
 
 
@@ -39,8 +39,7 @@ def settle(model, alias: str, finished: dict) -> list:
     inside the transaction that wrote those statuses."""
     finished = {pk: status for pk, status in finished.items() if status in FINISHED_STATUSES}
     jobs = model._default_manager.db_manager(alias)
-    dependencies = apps.get_model("django_sqlqueue", "JobDependency")._default_manager.db_manager(
-        alias)
+    dependencies = JobDependency._default_manager.db_manager(alias)
     released = []
     while finished:
         edges = list(dependencies.filter(parent_id__in=list(finished), resolved_at__isnull=True)
@@ -118,8 +117,7 @@ def resume(model, alias: str, retried: list) -> list:
     row lock, so a parent of it finishing at the same moment is counted once, before or after
     (``settle`` locks the child too)."""
     jobs = model._default_manager.db_manager(alias)
-    dependencies = apps.get_model("django_sqlqueue", "JobDependency")._default_manager.db_manager(
-        alias)
+    dependencies = JobDependency._default_manager.db_manager(alias)
     resumed, frontier = [], set(retried)
     while frontier:
         edges = list(dependencies.filter(parent_id__in=list(frontier), resolved_at__isnull=False)

@@ -141,8 +141,8 @@ def test_a_metrics_port_in_use_is_refused_before_the_worker_starts():
 def test_the_dashboard_and_the_alert_rules_use_only_metrics_that_exist():
     """docs/grafana/django-sqlqueue.json and the PromQL of docs/observability.md name only
     series that the worker's endpoint or the view export (a rename would leave them blank)."""
-    from django_sqlqueue.observability import metrics
     from django_sqlqueue.observability.queue_metrics import QueueMetricsCollector
+    from django_sqlqueue.telemetry import metrics
 
     assert metrics.recording()
     exported = set()

@@ -10,7 +10,7 @@ from django.db import connection
 
 from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
-from django_sqlqueue.observability import tracing
+from django_sqlqueue.telemetry import tracing
 from tests.conftest import ROOT
 from tests.testapp.tasks import add, always_fails
 
@@ -132,7 +132,7 @@ def test_without_the_api_nothing_is_imported():
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"  # as if not installed
         "import django; django.setup()\n"
-        "from django_sqlqueue.observability import tracing\n"
+        "from django_sqlqueue.telemetry import tracing\n"
         "from django_sqlqueue.models import Job\n"
         "jobs = [Job(task_name='t', queue='default')]\n"
         "assert tracing.enqueue_span(jobs) is tracing.OFF\n"

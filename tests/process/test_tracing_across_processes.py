@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from django_sqlqueue.observability import tracing
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.telemetry import tracing
 from tests.process.conftest import job_status
 from tests.support.waiting import wait_until
 from tests.testapp.tasks import add

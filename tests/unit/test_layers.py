@@ -1,7 +1,9 @@
-"""No import cycles between the package's modules, counting imports inside functions: a lower
-layer never imports an upper one (the run path never imports the django.tasks backend, the
-outcomes never import the models), and the package never imports its own old paths (the thin
-modules kept where a documented module was before it moved)."""
+"""One direction through the package: no import cycles between its modules, and no module imports
+one of a layer above its own, counting imports inside functions. The one way up allowed is the
+models' delegation: a method of a model, manager or queryset in models/ imports its duty inside
+its body (``Job.objects.claim`` hands the work to claim/), and no duty calls it back. The package
+never imports its own old paths (the thin modules kept where a documented module was before it
+moved), and never reaches a model through the app registry to dodge an import."""
 
 import ast
 from pathlib import Path
@@ -12,25 +14,25 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 
 #: The package's layers, bottom up: a module imports modules of its own layer and of those
 #: below it, never of one above. A module belongs to the entry of the longest prefix that
-#: names it (``schedules.operations`` is an operation, the rest of ``schedules`` a duty).
+#: names it ("" is the package's face: ``job``, ``schedule``, ``enqueue_on_commit``...).
 LAYERS = (
-    ("base", ("conf", "statuses", "exceptions", "context", "signals")),
+    ("base", ("conf", "statuses", "exceptions", "context", "signals", "telemetry")),
     ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
-    ("duties", (
-        "enqueue", "claim", "run", "registry", "schedules", "workflows", "waiting",
-        "observability.metrics", "observability.tracing", "observability.durations",
-        "observability.liveness", "observability", "worker.listening",
-        "",  # the package's face: job, schedule, enqueue_on_commit, current_job
-    )),
     ("models", ("models",)),
-    ("operations", (
-        "queues", "schedules.operations", "schedules.runtime", "observability.snapshot",
-        "observability.throughput", "observability.queue_metrics", "observability.fleet",
-        "checks",
+    ("duties", (
+        "enqueue", "claim", "run", "workflows", "schedules", "waiting", "queues",
+        "observability",
     )),
-    ("worker", ("worker",)),
-    ("entry points", ("backend", "backend_checks", "admin", "management", "views", "urls", "apps")),
+    ("front doors", ("registry", "backend", "backend_checks", "checks", "")),
+    ("top", ("worker", "admin", "management", "views", "urls", "apps")),
 )
+
+#: Imports that go up a layer on purpose, each with its reason.
+ALLOWED_UPWARD = {
+    # The tracer is named with the package's version, which its face holds (pyproject reads it
+    # there); the face is imported before any of its modules, so this adds no dependency.
+    ("django_sqlqueue.telemetry.tracing", "django_sqlqueue"),
+}
 
 
 def module_name(path: Path) -> str:
@@ -38,12 +40,21 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path, modules: set) -> set:
-    """The package's modules that ``path`` imports, anywhere in it."""
+def imports_of(path: Path, modules: set) -> dict:
+    """The package's modules that ``path`` imports, anywhere in it: {module: False if some import
+    of it is at the top of the module (or of a class), else "method" if every one is inside a
+    method's body, else "function"}."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    found = {}
+
+    def add(module, lazy):
+        if module in modules and module != name:
+            found[module] = lazy if module not in found else (
+                found[module] and lazy and ("function" if "function" in (found[module], lazy)
+                                            else "method"))
+
+    def visit(node, lazy):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -51,10 +62,19 @@ def imports_of(path: Path, modules: set) -> set:
                 base = ".".join([*anchor, *([base] if base else [])])
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
-                found.add(candidate if candidate in modules else base)
+                add(candidate if candidate in modules else base, lazy)
         elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {m for m in found if m in modules and m != name}
+            for alias in node.names:
+                add(alias.name, lazy)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # "method": a function of a class; "function": any other function's body.
+                visit(child, lazy or ("method" if isinstance(node, ast.ClassDef) else "function"))
+            else:
+                visit(child, lazy)
+
+    visit(ast.parse(path.read_text()), False)
+    return found
 
 
 def cycles(graph: dict) -> list:
@@ -90,13 +110,14 @@ def cycles(graph: dict) -> list:
 
 
 def scan():
-    """The package's modules (but its migrations), what each imports, and its old paths."""
+    """The package's modules (but its migrations), what each imports (and whether only inside
+    functions), and its old paths."""
     paths = [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
     modules = {module_name(p) for p in paths}
-    graph = {module_name(p): imports_of(p, modules) for p in paths}
+    imports = {module_name(p): imports_of(p, modules) for p in paths}
     old_paths = {module_name(p) for p in paths if "sys.modules[__name__] = " in p.read_text()}
-    assert graph["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
-    return graph, old_paths
+    assert imports["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
+    return imports, old_paths
 
 
 def layer_of(module: str) -> int:
@@ -108,25 +129,71 @@ def layer_of(module: str) -> int:
     return max(found)[1]
 
 
+def delegates_down(module: str, imported: str, lazy) -> bool:
+    """A models/ module importing a duty inside a method of its models, managers or querysets:
+    the façade's delegation."""
+    return (lazy == "method" and module.startswith("django_sqlqueue.models")
+            and LAYERS[layer_of(imported)][0] == "duties")
+
+
 def test_the_package_has_no_import_cycles():
-    graph, _ = scan()
-    assert cycles(graph) == []
+    """None but through the models' delegation (a duty imports the models, and a model's
+    method imports that duty to hand it its work) and the allowed imports up."""
+    imports, _ = scan()
+    assert cycles({module: {imported for imported, lazy in found.items()
+                            if not delegates_down(module, imported, lazy)
+                            and (module, imported) not in ALLOWED_UPWARD}
+                   for module, found in imports.items()}) == []
 
 
 def test_lower_layers_never_import_upper_ones():
-    graph, old_paths = scan()
+    imports, old_paths = scan()
     upward = [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {imported} "
-        f"({LAYERS[layer_of(imported)][0]})"
-        for module, imported_modules in sorted(graph.items()) if module not in old_paths
-        for imported in sorted(imported_modules)
+        f"({LAYERS[layer_of(imported)][0]}){f' inside a {lazy}' if lazy else ''}"
+        for module, found in sorted(imports.items()) if module not in old_paths
+        for imported, lazy in sorted(found.items())
         if imported not in old_paths and layer_of(imported) > layer_of(module)
+        and (module, imported) not in ALLOWED_UPWARD
+        and not delegates_down(module, imported, lazy)
     ]
     assert upward == []
 
 
+def test_the_models_delegate_only_inside_their_methods():
+    """A models/ module imports a duty only inside a method, never at its top: the duties
+    import the models at theirs."""
+    imports, _ = scan()
+    assert [(module, imported) for module, found in sorted(imports.items())
+            if module.startswith("django_sqlqueue.models")
+            for imported, lazy in sorted(found.items())
+            if layer_of(imported) > layer_of(module) and lazy != "method"] == []
+
+
+def test_the_scan_sees_imports_inside_functions():
+    imports, _ = scan()
+    assert imports["django_sqlqueue.models.job"]["django_sqlqueue.run.outcomes"] == "method"
+    assert imports["django_sqlqueue.enqueue.on_commit"]["django_sqlqueue.models"] == "function"
+    assert imports["django_sqlqueue.claim.limited"]["django_sqlqueue.models"] is False
+
+
 def test_the_package_never_imports_its_old_paths():
-    graph, old_paths = scan()
+    imports, old_paths = scan()
     assert {"django_sqlqueue.scheduling", "django_sqlqueue.runner"} <= old_paths
-    assert [(module, sorted(imported & old_paths)) for module, imported in sorted(graph.items())
-            if imported & old_paths and module not in old_paths] == []
+    assert [(module, sorted(set(found) & old_paths)) for module, found in sorted(imports.items())
+            if set(found) & old_paths and module not in old_paths] == []
+
+
+def test_no_model_is_reached_through_the_app_registry():
+    """``apps.get_model`` is for migrations, whose models are historical: elsewhere a module
+    imports the model (inside a function where the package's face imports that module, as the
+    models cannot be imported before the app registry is ready). Migration operations read
+    the migration state's models, as migrations do."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "migrations" not in path.parts and path.name != "migration_operations.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "get_model(" in line or "get_models(" in line
+    ]
+    assert found == []

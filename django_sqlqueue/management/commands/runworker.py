@@ -10,7 +10,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import router
 
-from ... import checks, registry
+from ... import checks
+from ...enqueue import registered
 from ...models import Job
 from ...queues import control
 from ...worker import children, log_format
@@ -226,7 +227,7 @@ class Command(BaseCommand):
 def queues_of_registered_tasks() -> set | None:
     """The queues of the registered ``@job`` tasks and of this project's django.tasks backends
     of this package; None if such a backend accepts every queue (``QUEUES`` empty)."""
-    queues = registry.default_queues()
+    queues = registered.default_queues()
     try:
         from django.tasks import task_backends  # Django 6+
     except ImportError:
