@@ -30,6 +30,7 @@ from ..statuses import (
     UNFINISHED_STATUSES,
     JobStatus,
 )
+from ..workflows.deleted import settle_deleted
 from ..workflows.settle import resume, settle
 from .job_maintenance import JobMaintenance
 
@@ -278,6 +279,23 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
             # (PostgreSQL and SQLite: every one sees the row as it was).
             status=Case(When(ready, then=Value(JobStatus.CANCELLED)), default=F("status")),
         )
+
+    def delete(self):
+        """Django's ``delete()``; a workflow's job that had not finished settles the jobs
+        waiting for it as a cancelled one would, in the same transaction (workflows/deleted.py)."""
+        if self.query.is_sliced:
+            return super().delete()  # Django's TypeError, before a transaction is spoiled
+        alias = self._write_alias()
+        with transaction.atomic(using=alias, savepoint=False):
+            in_workflows = list(self.using(alias).filter(workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            deleted = super().delete()
+            if in_workflows:
+                settle_deleted(self.model, alias, in_workflows)
+        return deleted
+
+    delete.alters_data = True
+    delete.queryset_only = True
 
     def cancelling(self):
         """Running jobs asked to stop, whose worker has not stopped them yet."""
