@@ -21,9 +21,10 @@ from ..conf import get_settings
 from ..db import ops, returning
 from ..db.pieces import OutcomeRow
 from ..enqueue import validation
-from ..exceptions import InvalidSchedule
+from ..exceptions import InvalidSchedule, UnknownTask
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
 from ..workflows.settle import settle
+from . import unknown
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
 
@@ -54,7 +55,7 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
             raise InvalidSchedule("reschedule() needs run_at or delay.")
         return Transition(JobStatus.QUEUED, run_at=validation.run_at(outcome.run_at,
                                                                      outcome.delay, now),
-                          give_back=True)
+                          give_back=True, errors=unknown_task_errors(job, outcome.error, now))
     if kind == OutcomeKind.INTERRUPTED:
         return interruption(job, outage_reason(job, outcome.error), now=now,
                             error=outcome.error)
@@ -72,6 +73,17 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
         return Transition(JobStatus.FAILED, errors=errors,
                           run_at=now + dt.timedelta(seconds=delay))
     return Transition(JobStatus.EXHAUSTED, errors=errors, finished_at=now)
+
+
+def unknown_task_errors(job, error, now) -> list | None:
+    """The errors of a job given back by a worker that does not know its task (``error``):
+    with an entry for the first give-back of a streak only (run/unknown.py); None otherwise."""
+    if not isinstance(error, UnknownTask) or unknown.streak_started_at(job) is not None:
+        return None
+    entry = error_entry(job, error, now=now)
+    entry.update(message=unknown.entry_message(job, error)[:get_settings().MAX_TRACEBACK_CHARS],
+                 **{unknown.MARK: True})
+    return [*(job.errors or []), entry]
 
 
 def released(now=None) -> Transition:

@@ -30,6 +30,7 @@ from ..enqueue import validation
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from ..observability import tracing
 from ..registry import get_task
+from . import unknown
 from .cancellation import cancellable, cancelled_error, stop_requested
 from .progress import board as progress_board
 from .progress import write_final as write_final_progress
@@ -127,8 +128,8 @@ _adapters: dict = {}  # task-name prefix -> callable(job) -> Attempt
 
 def register_adapter(prefix: str, load) -> None:
     """Run jobs whose task name starts with ``prefix`` through ``load(job) -> Attempt``, which
-    raises UnknownTask (retried by the policy: a newer worker may know it) or InvalidJob (never
-    runnable)."""
+    raises UnknownTask (given back: a newer worker may know it; run/unknown.py) or InvalidJob
+    (never runnable)."""
     _adapters[prefix] = load
 
 
@@ -297,7 +298,11 @@ def _begin(job):
     try:
         attempt = _load(job)
     except UnknownTask as exc:
-        return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
+        # Maybe a worker with newer code can run it: given back, not failed (unknown.py).
+        given_back = unknown.verdict(job, exc)
+        if isinstance(given_back, UnknownTask):
+            return Outcome(OutcomeKind.ABORTED, error=given_back)
+        return Outcome(OutcomeKind.RESCHEDULED, delay=given_back, error=exc)
     except InvalidJob as exc:
         return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
     return attempt
