@@ -57,8 +57,8 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
                                                                      outcome.delay, now),
                           give_back=True, errors=unknown_task_errors(job, outcome.error, now))
     if kind == OutcomeKind.INTERRUPTED:
-        return interruption(job, outage_reason(job, outcome.error), now=now,
-                            error=outcome.error)
+        return interruption(job, outage_reason(job, outcome.error, counted=outcome.counted),
+                            now=now, error=outcome.error, counted=outcome.counted)
     errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
     if kind == OutcomeKind.CANCELLED:
         return Transition(JobStatus.CANCELLED, errors=errors, finished_at=now)
@@ -96,8 +96,9 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
     """A run cut short by the infrastructure, not by the job: back to queued, due now, the
     attempt given back, with an entry in its errors that says ``why``. ``counted``: it raises
     ``interruptions``, and the one that reaches ``max_interruptions`` ends the job exhausted
-    instead (a job that keeps killing its workers is not run forever); a shutdown's release is
-    not counted, since it says nothing about the job. ``error``: the exception that cut it
+    instead (a job that keeps killing its workers is not run forever); a shutdown's release, and
+    a run cut short by an outage during which the database could not be reached, are not
+    counted, since they say nothing about the job. ``error``: the exception that cut it
     (its type and traceback are recorded), else ``WorkerLost``'s place is taken by
     ``WorkerStopped``."""
     now = now or timezone.now()
@@ -116,11 +117,14 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
                       interrupted=counted)
 
 
-def outage_reason(job, error) -> str:
-    """Why a run was interrupted by its database going away (an ``interruption``'s ``why``)."""
+def outage_reason(job, error, *, counted=True) -> str:
+    """Why a run was interrupted by its database going away (an ``interruption``'s ``why``);
+    ``counted``: the database answered right after, else the worker had to wait for it."""
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return (f"the database went away while worker {job.claimed_by or '?'} ran attempt "
-            f"{job.attempts} ({type(error).__name__}: {first_line})")
+            f"{job.attempts} ({type(error).__name__}: {first_line})"
+            + ("" if counted else "; it could not be reached: an outage, not counted towards "
+               "max_interruptions"))
 
 
 def write(changes: list, alias: str) -> set:

@@ -65,6 +65,9 @@ class Outcome:
     run_at: object = None  # of a reschedule
     delay: float | None = None  # of a reschedule, or before the retry (None: the job's policy)
     duration_seconds: float = 0.0
+    # Of an interruption: held against max_interruptions. Not when the database could not be
+    # reached: an outage is not the job's doing (outcomes.interruption).
+    counted: bool = True
 
 
 class Attempt:
@@ -318,8 +321,12 @@ def _raised(attempt: Attempt, error: BaseException) -> Outcome:
         return Outcome(OutcomeKind.RESCHEDULED, run_at=error.run_at, delay=error.delay)
     if isinstance(error, Abort):
         return Outcome(OutcomeKind.ABORTED, error=error)
-    if outages.database_went_away(error, attempt.job._state.db or DEFAULT_DB_ALIAS):
-        return Outcome(OutcomeKind.INTERRUPTED, error=error)
+    alias = attempt.job._state.db or DEFAULT_DB_ALIAS
+    if outages.database_went_away(error, alias):
+        # Counted only if the database answers now: the job's own connection died while the
+        # server kept answering (which a job that breaks its connections could repeat for
+        # ever). One that cannot be reached is an outage, for which the worker waits.
+        return Outcome(OutcomeKind.INTERRUPTED, error=error, counted=outages.reachable(alias))
     return _failure(attempt, error)
 
 
@@ -371,7 +378,7 @@ def will_retry(job, outcome: Outcome) -> bool:
     if outcome.kind == OutcomeKind.RESCHEDULED:
         return True
     if outcome.kind == OutcomeKind.INTERRUPTED:
-        return job.interruptions + 1 < job.max_interruptions
+        return not outcome.counted or job.interruptions + 1 < job.max_interruptions
     return outcome.kind == OutcomeKind.FAILED and job.attempts < job.max_attempts
 
 

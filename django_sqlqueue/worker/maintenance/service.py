@@ -27,6 +27,7 @@ from .cleaner import Cleaner, CleanerConfig
 from .expirer import Expirer, ExpirerConfig
 from .leader import Leader, LeaderConfig, default_holder
 from .orphans import Orphans, OrphansConfig
+from .outage_grace import OutageGrace
 from .reaper import Reaper, ReaperConfig
 from .rescuer import Rescuer, RescuerConfig
 from .rollup import Rollup, RollupConfig
@@ -78,24 +79,36 @@ class Maintenance:
                           interval_seconds=settings.PRUNE_INTERVAL_SECONDS),
             alias=alias, clock=clock,
         )
+        # No rescue and no silent worker reaped for one lease after an outage (outage_grace.py).
+        self.grace = OutageGrace(alias=alias, lease_seconds=lease_seconds, clock=clock)
         self.orphans = Orphans(OrphansConfig(batch, timeout), alias=alias)
         self.rollup = Rollup(RollupConfig(statement_timeout_seconds=timeout), alias=alias)
 
     def run_once(self, now=None) -> MaintenanceResult:
         """One pass. ``now`` replaces the database's clock in every step but the leader's term
         (tests drive time with it)."""
+        try:
+            return self._pass(now)
+        except Exception as exc:
+            self.grace.failed(exc)
+            raise
+
+    def _pass(self, now) -> MaintenanceResult:
         failed, orphaned = [], 0
         leading = self.leader.run_once().leading
+        self.grace.answered()
+        holding = self.grace.holds()  # after an outage: let live workers renew their leases
         keep = self.leader.keep
         counts = dict.fromkeys(("expired", "reaped", "rescued", "pruned"), 0)
         if leading:
             result = self._step("expire", failed, lambda: self.expirer.run_once(now,
                                                                               keep_going=keep))
             counts["expired"] = result.expired if result else 0
-        result = self._step("reap", failed, lambda: self.reaper.run_once(now, silent=leading))
+        result = self._step("reap", failed, lambda: self.reaper.run_once(
+            now, silent=leading and not holding))
         if result:
             counts["reaped"], counts["rescued"] = len(result.reaped), result.rescued
-        if leading and self.leader.keep():
+        if leading and not holding and self.leader.keep():
             result = self._step("rescue", failed, lambda: self.rescuer.run_once(
                 now, keep_going=keep))
             counts["rescued"] += result.rescued if result else 0
