@@ -14,6 +14,8 @@ check, which only it can make); the leader alone also expires, reaps silent work
 and prunes. Each step works in batches, each batch one short transaction with, on PostgreSQL, a
 statement timeout; no pass is ever one big transaction. Every step is fenced or idempotent, so
 steps that overlap (a former leader still finishing a batch) are safe on every database.
+After an outage it observed, a process rescues nothing and reaps no silent worker for one lease
+(outage_grace.py): the leases the outage let expire are live workers' until they could renew them.
 """
 
 import logging
