@@ -45,6 +45,12 @@ class QueueSettings:
     # an attempt: it never uses one of MAX_ATTEMPTS. The bound stops a job that kills its worker
     # (a segfault, the OOM killer) from taking the fleet down forever (docs/reliability.md).
     MAX_INTERRUPTIONS: int = 3
+    # A worker that does not know a job's task (its code older than the job's, in a rolling
+    # deploy) gives the job back without using an attempt, due this many seconds later, for a
+    # worker that knows it; until the task has been unknown for UNKNOWN_TASK_MAX_SECONDS, after
+    # which the job ends exhausted with UnknownTask (run/unknown.py says why these defaults).
+    UNKNOWN_TASK_DELAY_SECONDS: float = 5.0
+    UNKNOWN_TASK_MAX_SECONDS: float = 3600.0
     # Retry delay after the failure of attempt n: BACKOFF_SECONDS * 2**(n-1), clamped to
     # [MIN_RETRY_DELAY_SECONDS, MAX_RETRY_DELAY_SECONDS], then spread by +/- RETRY_JITTER.
     BACKOFF_SECONDS: float = 5.0
@@ -152,6 +158,8 @@ _TYPES = {
     "DEFAULT_QUEUE": (str,),
     "MAX_ATTEMPTS": (int,),
     "MAX_INTERRUPTIONS": (int,),
+    "UNKNOWN_TASK_DELAY_SECONDS": (int, float),
+    "UNKNOWN_TASK_MAX_SECONDS": (int, float),
     "BACKOFF_SECONDS": (int, float),
     "MIN_RETRY_DELAY_SECONDS": (int, float),
     "MAX_RETRY_DELAY_SECONDS": (int, float),
@@ -276,7 +284,8 @@ def _check_ranges(conf: QueueSettings) -> None:
                 "PRUNE_INTERVAL_SECONDS", "SCHEDULER_INTERVAL_SECONDS",
                 "FULL_CLAIM_INTERVAL_SECONDS", "AUTOSCALE_INTERVAL_SECONDS",
                 "PROGRESS_INTERVAL_SECONDS", "TRANSACTIONAL_TIMEOUT_SECONDS",
-                "WAIT_POLL_MIN_SECONDS", "WAIT_POLL_MAX_SECONDS"):
+                "WAIT_POLL_MIN_SECONDS", "WAIT_POLL_MAX_SECONDS", "UNKNOWN_TASK_DELAY_SECONDS",
+                "UNKNOWN_TASK_MAX_SECONDS"):
         if getattr(conf, key) <= 0:
             problems.append(f"{key} must be positive")
     if not 1 <= conf.MAINTENANCE_BATCH_SIZE <= MAX_MAINTENANCE_BATCH_SIZE:

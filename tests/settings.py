@@ -179,3 +179,9 @@ if os.environ.get("SQLQUEUE_TEST_WORKER_LOGGING"):
     # As a project that leaves the package's loggers alone: runworker prints its log lines
     # itself, at INFO (tests/process/test_log_format.py).
     del LOGGING["loggers"]["django_sqlqueue"]
+
+if os.environ.get("SQLQUEUE_TEST_OLD_CODE"):
+    # As a worker deployed before tests/testapp/jobs.py was written: its tasks (chaos.*) are
+    # unknown to it (tests/process/test_rolling_deploy.py).
+    SQLQUEUE["TASK_MODULES"] = [module for module in SQLQUEUE.get("TASK_MODULES", ("tasks", "jobs"))
+                                if module != "jobs"]

@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from django.db import models
+from django.db import models, router, transaction
 from django.db.models.functions import Now
 
 from ..conf import QueueSettings
@@ -186,6 +186,22 @@ class Job(models.Model):
         from ..run import outcomes
 
         return outcomes.release(self, now=now)
+
+    def delete(self, using=None, keep_parents=False):
+        """Django's ``delete()``; a workflow's job that had not finished settles the jobs
+        waiting for it as a cancelled one would, in the same transaction (workflows/deleted.py)."""
+        if self.workflow_id is None:
+            return super().delete(using=using, keep_parents=keep_parents)
+        alias = using or router.db_for_write(type(self), instance=self)
+        pk = self.pk
+        from ..workflows.deleted import settle_deleted
+
+        with transaction.atomic(using=alias, savepoint=False):
+            deleted = super().delete(using=alias, keep_parents=keep_parents)
+            settle_deleted(type(self), alias, [pk])
+        return deleted
+
+    delete.alters_data = True
 
     def cancel(self, *, by=None, now=None) -> bool:
         """Cancel this job: at once if it has not started; if it is running, ask its worker to

@@ -8,7 +8,7 @@ duties import the models at the top of their modules and never through the app r
 import datetime as dt
 
 from asgiref.sync import sync_to_async
-from django.db import connections, models, router
+from django.db import connections, models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -214,6 +214,25 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         from ..workflows import changes
 
         return changes.cancel(self, now, by=by)
+
+    def delete(self):
+        """Django's ``delete()``; a workflow's job that had not finished settles the jobs
+        waiting for it as a cancelled one would, in the same transaction (workflows/deleted.py)."""
+        if self.query.is_sliced:
+            return super().delete()  # Django's TypeError, before a transaction is spoiled
+        from ..workflows.deleted import settle_deleted
+
+        alias = self._write_alias()
+        with transaction.atomic(using=alias, savepoint=False):
+            in_workflows = list(self.using(alias).filter(workflow_id__isnull=False)
+                                .values_list("pk", flat=True))
+            deleted = super().delete()
+            if in_workflows:
+                settle_deleted(self.model, alias, in_workflows)
+        return deleted
+
+    delete.alters_data = True
+    delete.queryset_only = True
 
     def cancelling(self):
         """Running jobs asked to stop, whose worker has not stopped them yet."""

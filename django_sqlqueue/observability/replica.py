@@ -50,8 +50,17 @@ def replica_state(alias: str) -> ReplicaState | None:
     row = driver.replica_state() if driver.reports_replica_state else None
     if row is None:
         return None
+    return from_row(row)
+
+
+def from_row(row) -> ReplicaState:
+    """The state of a standby's row ``(replayed_at, age, lag)``. Ages are clamped at 0: a
+    standby that keeps up replays a commit stamped by the primary's clock a little after its
+    own ``now()`` (the start of the reading transaction, or a clock a few ms behind), which
+    would read as a negative age."""
     replayed_at, age, lag = row
-    return ReplicaState(replayed_at, None if age is None else float(age), float(lag or 0))
+    return ReplicaState(replayed_at, None if age is None else max(0.0, float(age)),
+                        max(0.0, float(lag or 0)))
 
 
 def _rounded(seconds) -> float | None:

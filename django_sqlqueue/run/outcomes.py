@@ -21,10 +21,11 @@ from ..conf import get_settings
 from ..db import ops, returning
 from ..db.pieces import OutcomeRow
 from ..enqueue import validation
-from ..exceptions import InvalidSchedule
+from ..exceptions import InvalidSchedule, UnknownTask
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
 from ..workflows import changes
 from ..workflows.settle import settle
+from . import unknown
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
 
@@ -55,10 +56,10 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
             raise InvalidSchedule("reschedule() needs run_at or delay.")
         return Transition(JobStatus.QUEUED, run_at=validation.run_at(outcome.run_at,
                                                                      outcome.delay, now),
-                          give_back=True)
+                          give_back=True, errors=unknown_task_errors(job, outcome.error, now))
     if kind == OutcomeKind.INTERRUPTED:
-        return interruption(job, outage_reason(job, outcome.error), now=now,
-                            error=outcome.error)
+        return interruption(job, outage_reason(job, outcome.error, counted=outcome.counted),
+                            now=now, error=outcome.error, counted=outcome.counted)
     errors = [*(job.errors or []), error_entry(job, outcome.error, now=now)]
     if kind == OutcomeKind.CANCELLED:
         return Transition(JobStatus.CANCELLED, errors=errors, finished_at=now)
@@ -75,6 +76,17 @@ def transition(job, outcome: Outcome, *, now=None, result_checked=False) -> Tran
     return Transition(JobStatus.EXHAUSTED, errors=errors, finished_at=now)
 
 
+def unknown_task_errors(job, error, now) -> list | None:
+    """The errors of a job given back by a worker that does not know its task (``error``):
+    with an entry for the first give-back of a streak only (run/unknown.py); None otherwise."""
+    if not isinstance(error, UnknownTask) or unknown.streak_started_at(job) is not None:
+        return None
+    entry = error_entry(job, error, now=now)
+    entry.update(message=unknown.entry_message(job, error)[:get_settings().MAX_TRACEBACK_CHARS],
+                 **{unknown.MARK: True})
+    return [*(job.errors or []), entry]
+
+
 def released(now=None) -> Transition:
     """Back to queued, due now, the attempt not counted (a job its worker claimed but did not
     start)."""
@@ -85,8 +97,9 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
     """A run cut short by the infrastructure, not by the job: back to queued, due now, the
     attempt given back, with an entry in its errors that says ``why``. ``counted``: it raises
     ``interruptions``, and the one that reaches ``max_interruptions`` ends the job exhausted
-    instead (a job that keeps killing its workers is not run forever); a shutdown's release is
-    not counted, since it says nothing about the job. ``error``: the exception that cut it
+    instead (a job that keeps killing its workers is not run forever); a shutdown's release, and
+    a run cut short by an outage during which the database could not be reached, are not
+    counted, since they say nothing about the job. ``error``: the exception that cut it
     (its type and traceback are recorded), else ``WorkerLost``'s place is taken by
     ``WorkerStopped``."""
     now = now or timezone.now()
@@ -105,11 +118,14 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
                       interrupted=counted)
 
 
-def outage_reason(job, error) -> str:
-    """Why a run was interrupted by its database going away (an ``interruption``'s ``why``)."""
+def outage_reason(job, error, *, counted=True) -> str:
+    """Why a run was interrupted by its database going away (an ``interruption``'s ``why``);
+    ``counted``: the database answered right after, else the worker had to wait for it."""
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return (f"the database went away while worker {job.claimed_by or '?'} ran attempt "
-            f"{job.attempts} ({type(error).__name__}: {first_line})")
+            f"{job.attempts} ({type(error).__name__}: {first_line})"
+            + ("" if counted else "; it could not be reached: an outage, not counted towards "
+               "max_interruptions"))
 
 
 def write(changes: list, alias: str, *, retried: bool = True) -> set:

@@ -30,6 +30,7 @@ from ..enqueue import validation
 from ..enqueue.registered import get_task
 from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from ..telemetry import tracing
+from . import unknown
 from .cancellation import cancellable, cancelled_error, stop_requested
 from .progress import board as progress_board
 from .progress import write_final as write_final_progress
@@ -64,6 +65,9 @@ class Outcome:
     run_at: object = None  # of a reschedule
     delay: float | None = None  # of a reschedule, or before the retry (None: the job's policy)
     duration_seconds: float = 0.0
+    # Of an interruption: held against max_interruptions. Not when the database could not be
+    # reached: an outage is not the job's doing (outcomes.interruption).
+    counted: bool = True
 
 
 class Attempt:
@@ -127,8 +131,8 @@ _adapters: dict = {}  # task-name prefix -> callable(job) -> Attempt
 
 def register_adapter(prefix: str, load) -> None:
     """Run jobs whose task name starts with ``prefix`` through ``load(job) -> Attempt``, which
-    raises UnknownTask (retried by the policy: a newer worker may know it) or InvalidJob (never
-    runnable)."""
+    raises UnknownTask (given back: a newer worker may know it; run/unknown.py) or InvalidJob
+    (never runnable)."""
     _adapters[prefix] = load
 
 
@@ -297,7 +301,11 @@ def _begin(job):
     try:
         attempt = _load(job)
     except UnknownTask as exc:
-        return Outcome(OutcomeKind.FAILED, error=exc)  # maybe a worker with newer code can run it
+        # Maybe a worker with newer code can run it: given back, not failed (unknown.py).
+        given_back = unknown.verdict(job, exc)
+        if isinstance(given_back, UnknownTask):
+            return Outcome(OutcomeKind.ABORTED, error=given_back)
+        return Outcome(OutcomeKind.RESCHEDULED, delay=given_back, error=exc)
     except InvalidJob as exc:
         return Outcome(OutcomeKind.ABORTED, error=exc)  # a malformed row will not mend itself
     return attempt
@@ -313,8 +321,12 @@ def _raised(attempt: Attempt, error: BaseException) -> Outcome:
         return Outcome(OutcomeKind.RESCHEDULED, run_at=error.run_at, delay=error.delay)
     if isinstance(error, Abort):
         return Outcome(OutcomeKind.ABORTED, error=error)
-    if outages.database_went_away(error, attempt.job._state.db or DEFAULT_DB_ALIAS):
-        return Outcome(OutcomeKind.INTERRUPTED, error=error)
+    alias = attempt.job._state.db or DEFAULT_DB_ALIAS
+    if outages.database_went_away(error, alias):
+        # Counted only if the database answers now: the job's own connection died while the
+        # server kept answering (which a job that breaks its connections could repeat for
+        # ever). One that cannot be reached is an outage, for which the worker waits.
+        return Outcome(OutcomeKind.INTERRUPTED, error=error, counted=outages.reachable(alias))
     return _failure(attempt, error)
 
 
@@ -366,7 +378,7 @@ def will_retry(job, outcome: Outcome) -> bool:
     if outcome.kind == OutcomeKind.RESCHEDULED:
         return True
     if outcome.kind == OutcomeKind.INTERRUPTED:
-        return job.interruptions + 1 < job.max_interruptions
+        return not outcome.counted or job.interruptions + 1 < job.max_interruptions
     return outcome.kind == OutcomeKind.FAILED and job.attempts < job.max_attempts
 
 

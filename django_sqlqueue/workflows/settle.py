@@ -18,7 +18,8 @@ transaction rolls back. Exactly once, however the parents race:
 
 A parent that ended ``exhausted``, ``cancelled`` or ``expired`` cancels its waiting children
 (``cancelled_by`` says which parent and how it ended), which cancels theirs in turn, unless the
-edge has ``run_anyway``: then it counts as a success. Jobs outside workflows never come here.
+edge has ``run_anyway``: then it counts as a success. A parent deleted before it finished
+(``DELETED``: workflows/deleted.py) does the same. Jobs outside workflows never come here.
 """
 
 from collections import defaultdict
@@ -37,7 +38,8 @@ def settle(model, alias: str, finished: dict) -> list:
     """Resolve the edges of ``finished`` ({job id: the final status just written}) and release
     or cancel their children, transitively; returns the ids of the children queued. Call it
     inside the transaction that wrote those statuses."""
-    finished = {pk: status for pk, status in finished.items() if status in FINISHED_STATUSES}
+    finished = {pk: status for pk, status in finished.items()
+                if status in FINISHED_STATUSES or status == DELETED}
     jobs = model._default_manager.db_manager(alias)
     dependencies = JobDependency._default_manager.db_manager(alias)
     released = []
@@ -88,9 +90,13 @@ def _cancel(jobs, doomed: dict, finished: dict, now) -> dict:
         if ids:
             jobs.filter(pk__in=ids, status=JobStatus.WAITING).update(
                 status=JobStatus.CANCELLED, finished_at=now,
-                cancelled_by=f"{CANCELLED_BY_PARENT}{parent} ended {finished[parent]}")
+                cancelled_by=f"{CANCELLED_BY_PARENT}{parent} {_how(finished[parent])}")
             cancelled.update(dict.fromkeys(ids, JobStatus.CANCELLED))
     return cancelled
+
+
+def _how(status) -> str:
+    return "was deleted before it finished" if status == DELETED else f"ended {status}"
 
 
 def _wake(alias: str, queues: set) -> None:
@@ -100,6 +106,10 @@ def _wake(alias: str, queues: set) -> None:
         ops(connection).notify(notify.CHANNEL, sorted(queues))
     notify.wake_in_process_after_commit(alias)
 
+
+#: What ``settle`` is given for a parent deleted before it finished (not a status a row can
+#: have): its waiting children are cancelled as by a parent that failed for good.
+DELETED = "deleted"
 
 #: How ``_cancel`` signs the children it cancels (``cancelled_by``): ``resume`` takes back only
 #: those.

@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.queries import JobQuerySet
+from django_sqlqueue.workflows import chain
 from tests.admin.users import make_staff
 from tests.factories import JobFactory
+from tests.testapp.tasks import flow_step
 
 pytestmark = pytest.mark.django_db
 LIST = reverse("admin:django_sqlqueue_job_changelist")
@@ -239,3 +241,17 @@ def test_delete_all_of_a_filtered_list(as_operator):
     assert 'name="select_across" value="1"' in confirm.content.decode()
     act(as_operator, "delete_selected", [first], url=url, select_across="1", post="yes")
     assert list(Job.objects.values_list("pk", flat=True)) == [keep.pk]
+
+
+def test_deleting_an_unfinished_workflow_job_cancels_the_jobs_waiting_for_it(as_operator):
+    flow = chain(flow_step.s(tag="a"), flow_step.s(tag="b")).enqueue()
+    act(as_operator, "delete_selected", [flow.jobs[0]], post="yes")
+    child = Job.objects.get(pk=flow.jobs[1].pk)
+    assert child.status == "cancelled"
+    assert child.cancelled_by == (f"workflow: parent job {flow.jobs[0].pk} was deleted before "
+                                  "it finished")
+    # And from the job's own page (its delete view calls Job.delete()).
+    flow = chain(flow_step.s(tag="c"), flow_step.s(tag="d")).enqueue()
+    delete_url = reverse("admin:django_sqlqueue_job_delete", args=[flow.jobs[0].pk])
+    assert as_operator.post(delete_url, {"post": "yes"}).status_code == 302
+    assert Job.objects.get(pk=flow.jobs[1].pk).status == "cancelled"

@@ -154,7 +154,11 @@ def test_broken_rows_fail_with_a_clear_message_and_the_worker_keeps_going(start_
         for case, task, payload, _ in SQL_BROKEN
     }
     good += [work.enqueue(key=f"after-{n}") for n in range(3)]
-    worker = start_worker("-c", "2", settings={"POLL_INTERVAL_SECONDS": 0.2})
+    # A row whose task no worker knows is given back until that has lasted
+    # UNKNOWN_TASK_MAX_SECONDS (run/unknown.py), an hour by default: a fraction of a second here.
+    worker = start_worker("-c", "2", settings={"POLL_INTERVAL_SECONDS": 0.2,
+                                               "UNKNOWN_TASK_DELAY_SECONDS": 0.1,
+                                               "UNKNOWN_TASK_MAX_SECONDS": 0.3})
     wait_until(lambda: not Job.objects.exclude(status__in=FINISHED_STATUSES).exists(),
                what="every job to finish", worker=worker)
     assert worker.is_running(), worker.output

@@ -2,6 +2,8 @@
 ``manage.py check``; a snapshot says which database it read and, on a standby, how current that
 is (tests/admin/test_replica_reads.py reads from a real one)."""
 
+import datetime as dt
+
 import pytest
 
 from django_sqlqueue.checks import check_read_database
@@ -43,3 +45,12 @@ def test_a_replica_state_in_words():
     state = replica.ReplicaState(replayed_at=object(), age_seconds=2.5, replay_lag_seconds=0.0)
     assert state.text() == ("a replica: its last change replayed was committed 2.5 s ago on "
                             "the primary (replay 0 ms behind)")
+
+
+def test_a_standby_that_keeps_up_is_never_younger_than_zero():
+    # Its replayed commit was stamped by the primary's clock a little after the standby's now():
+    # the row says -4 ms; stats --json and the gauge say 0.
+    state = replica.from_row((dt.datetime.now(dt.UTC), -0.004, -0.001))
+    assert state.age_seconds == 0.0 and state.replay_lag_seconds == 0.0
+    assert state.as_json()["age_seconds"] == 0.0
+    assert replica.from_row((None, None, None)).age_seconds is None

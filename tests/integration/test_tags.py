@@ -4,6 +4,7 @@ search are in tests/admin/test_job_tags.py."""
 
 import datetime as dt
 import json
+import uuid
 from io import StringIO
 
 import pytest
@@ -131,3 +132,13 @@ def test_a_schedule_s_jobs_carry_the_task_s_tags_and_metadata(declared_schedules
         ["reports"], {"source": "task"})
     assert (jobs[add.name].tags, jobs[add.name].metadata) == (None, None)
     assert Job.objects.tagged("reports").get().schedule_name == "labels-often"
+
+
+def test_a_reference_kept_in_metadata_tells_a_reused_id_from_the_job(settings):
+    # docs/topology.md, "Reused ids": after an asynchronous failover a lost job's id can be
+    # given to another job; reading by id and the kept reference finds nothing then.
+    ref = str(uuid.uuid4())
+    job = add.using(metadata={"ref": ref}).enqueue(1, 2)
+    assert Job.objects.filter(pk=job.pk, metadata__ref=ref).first() == job
+    other = add.enqueue(3, 4)  # stands for the job that took a lost job's id
+    assert Job.objects.filter(pk=other.pk, metadata__ref=ref).first() is None

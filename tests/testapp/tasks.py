@@ -359,4 +359,29 @@ def render_invoice(order_id):
     return f"/invoices/{order_id}.pdf"
 
 
+# Interruptions, counted or not (tests/process/test_outage_interruptions.py).
+@job(name="tests.query_until")
+def query_until(tag):
+    """Records its start, then reads the database every 0.1 s until an Execution tagged ``tag``
+    exists: a database stopped meanwhile cuts it short."""
+    from .models import Execution
+
+    this = current_job()
+    Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker="", tag="started")
+    while not Execution.objects.filter(tag=tag).exists():
+        time.sleep(0.1)
+    return tag
+
+
+@job(name="tests.lose_own_connection")
+def lose_own_connection():
+    """The server ends this job's connection, and keeps answering; then the job reads."""
+    from tests.support.server_side import end_connection
+
+    from .models import Execution
+
+    end_connection(current_job()._state.db or "default")
+    return Execution.objects.count()  # fails: its connection is gone
+
+
 from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these

@@ -5,6 +5,7 @@
     reaper.py   dead workers' rows are deleted and their running jobs rescued at once
     rescuer.py  running jobs whose lease ran out are failed as lost (WorkerLost)
     cleaner.py  finished jobs past their retention are deleted
+    orphans.py  waiting jobs whose parents are gone are settled (after each cleaner's sweep)
     rollup.py   finished jobs are counted per minute and hour, for the dashboard's throughput
 
 Every MAINTENANCE_INTERVAL_SECONDS each worker process calls ``Maintenance.run_once()``. It asks
@@ -13,6 +14,8 @@ check, which only it can make); the leader alone also expires, reaps silent work
 and prunes. Each step works in batches, each batch one short transaction with, on PostgreSQL, a
 statement timeout; no pass is ever one big transaction. Every step is fenced or idempotent, so
 steps that overlap (a former leader still finishing a batch) are safe on every database.
+After an outage it observed, a process rescues nothing and reaps no silent worker for one lease
+(outage_grace.py): the leases the outage let expire are live workers' until they could renew them.
 """
 
 import logging
@@ -25,6 +28,8 @@ from ...conf import get_settings
 from .cleaner import Cleaner, CleanerConfig
 from .expirer import Expirer, ExpirerConfig
 from .leader import Leader, LeaderConfig, default_holder
+from .orphans import Orphans, OrphansConfig
+from .outage_grace import OutageGrace
 from .reaper import Reaper, ReaperConfig
 from .rescuer import Rescuer, RescuerConfig
 from .rollup import Rollup, RollupConfig
@@ -40,6 +45,7 @@ class MaintenanceResult:
     reaped: int = 0
     rescued: int = 0  # by the rescuer, and by the reaper for the dead workers' jobs
     pruned: int = 0
+    orphaned: int = 0  # parents found gone, their waiting children settled (logged on its own)
     failed_steps: tuple = ()  # names of the steps that failed this pass (logged; tried again)
 
     def counts(self) -> dict:
@@ -75,23 +81,36 @@ class Maintenance:
                           interval_seconds=settings.PRUNE_INTERVAL_SECONDS),
             alias=alias, clock=clock,
         )
+        # No rescue and no silent worker reaped for one lease after an outage (outage_grace.py).
+        self.grace = OutageGrace(alias=alias, lease_seconds=lease_seconds, clock=clock)
+        self.orphans = Orphans(OrphansConfig(batch, timeout), alias=alias)
         self.rollup = Rollup(RollupConfig(statement_timeout_seconds=timeout), alias=alias)
 
     def run_once(self, now=None) -> MaintenanceResult:
         """One pass. ``now`` replaces the database's clock in every step but the leader's term
         (tests drive time with it)."""
-        failed = []
+        try:
+            return self._pass(now)
+        except Exception as exc:
+            self.grace.failed(exc)
+            raise
+
+    def _pass(self, now) -> MaintenanceResult:
+        failed, orphaned = [], 0
         leading = self.leader.run_once().leading
+        self.grace.answered()
+        holding = self.grace.holds()  # after an outage: let live workers renew their leases
         keep = self.leader.keep
         counts = dict.fromkeys(("expired", "reaped", "rescued", "pruned"), 0)
         if leading:
             result = self._step("expire", failed, lambda: self.expirer.run_once(now,
                                                                               keep_going=keep))
             counts["expired"] = result.expired if result else 0
-        result = self._step("reap", failed, lambda: self.reaper.run_once(now, silent=leading))
+        result = self._step("reap", failed, lambda: self.reaper.run_once(
+            now, silent=leading and not holding))
         if result:
             counts["reaped"], counts["rescued"] = len(result.reaped), result.rescued
-        if leading and self.leader.keep():
+        if leading and not holding and self.leader.keep():
             result = self._step("rescue", failed, lambda: self.rescuer.run_once(
                 now, keep_going=keep))
             counts["rescued"] += result.rescued if result else 0
@@ -99,11 +118,16 @@ class Maintenance:
             result = self._step("prune", failed, lambda: self.cleaner.run_once(now,
                                                                               keep_going=keep))
             counts["pruned"] = result.deleted if result else 0
+            if result and result.done and self.leader.keep():  # at most once per sweep
+                result = self._step("orphans", failed, lambda: self.orphans.run_once(
+                    now, keep_going=keep))
+                orphaned = result.parents if result else 0
         if leading and self.leader.keep():
             self._step("rollup", failed, lambda: self.rollup.run_once(now, keep_going=keep))
         if any(counts.values()):
             logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in counts.items()))
-        return MaintenanceResult(leading=leading, failed_steps=tuple(failed), **counts)
+        return MaintenanceResult(leading=leading, failed_steps=tuple(failed), orphaned=orphaned,
+                                 **counts)
 
     def resign(self) -> bool:
         """Hand the leader's term on at once (for a clean exit)."""

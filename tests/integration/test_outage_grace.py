@@ -1,0 +1,60 @@
+"""After an outage this process observed, maintenance rescues nothing and reaps no silent worker
+for one lease (worker/maintenance/outage_grace.py), on every database, driven by an injected
+clock; a connection error while the database answers starts no grace. The outage itself, with a
+real server stopped, is tests/process/test_outage_interruptions.py."""
+
+import datetime as dt
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from django_sqlqueue.models import Job
+from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.worker.maintenance import Maintenance
+from tests.testapp.tasks import add
+
+pytestmark = pytest.mark.django_db
+LEASE = 30
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def maintenance(clock, *, reachable):
+    made = Maintenance(alias="default", lease_seconds=LEASE, keep_succeeded=None,
+                       keep_failed=None, worker_id="grace", clock=clock)
+    made.grace.reachable = lambda alias: reachable  # what a new connection would find
+    return made
+
+
+def expired_job():
+    job = add.enqueue(1, 2)
+    Job.objects.claim(worker_id="gone", limit=1, lease=1)
+    return job, timezone.now() + dt.timedelta(minutes=5)  # past its lease
+
+
+def test_after_an_outage_expired_leases_wait_one_lease_before_their_rescue():
+    clock = Clock()
+    steps = maintenance(clock, reachable=False)
+    job, later = expired_job()
+    steps.grace.failed(OperationalError("server closed the connection unexpectedly"))
+    assert steps.run_once(now=later).rescued == 0  # back: the live workers renew meanwhile
+    clock.now += LEASE - 1
+    assert steps.run_once(now=later).rescued == 0
+    clock.now += 1
+    assert steps.run_once(now=later).rescued == 1  # gone for good: rescued, counted
+    job.refresh_from_db()
+    assert (job.status, job.interruptions) == (JobStatus.QUEUED, 1)
+
+
+def test_a_connection_error_while_the_database_answers_starts_no_grace():
+    steps = maintenance(Clock(), reachable=True)
+    _, later = expired_job()
+    steps.grace.failed(OperationalError("terminating connection due to administrator command"))
+    assert steps.run_once(now=later).rescued == 1
