@@ -61,7 +61,8 @@ class Command(BaseCommand):
                             help="how the supervisor starts worker processes: fork itself "
                                  "(fast, the default on Linux) or spawn fresh interpreters")
         parser.add_argument("--burst", action="store_true",
-                            help="exit 0 once no job is ready or due within a poll interval")
+                            help="exit 0 once no job is ready or due within a poll interval "
+                                 "(a thread stuck in a job past its time limit is abandoned)")
         parser.add_argument("--max-jobs", type=int, metavar="N",
                             help="recycle the process after N jobs")
         parser.add_argument("--transactional-batch", type=int, default=0, metavar="N",
