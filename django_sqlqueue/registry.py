@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import QueueSettings, get_settings
+from .conf import QueueSettings, get_settings, require_installed
 from .enqueue import building, on_commit, validation
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .exceptions import UnknownTask
@@ -119,6 +119,7 @@ class Task:
 def _job_model():
     """The Job model, from the app registry (models/ sits above this module: importing it
     here would make a cycle), looked up once: a lookup costs a few microseconds a call."""
+    require_installed("a @job task was enqueued")
     return apps.get_model("django_sqlqueue", "Job")
 
 
@@ -148,6 +149,7 @@ def job(func=None, /, *, name: str | None = None, **options):
 
     def register(func):
         task_name = name or f"{func.__module__}.{func.__qualname__}"
+        require_installed(f"@job {task_name}")
         if "<locals>" in func.__qualname__ or "<lambda>" in func.__qualname__:
             raise ImproperlyConfigured(
                 f"@job cannot register {_origin(func)}: define job functions with def at module "
