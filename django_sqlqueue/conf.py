@@ -307,3 +307,20 @@ def _check_ranges(conf: QueueSettings) -> None:
         problems.append("MAX_PAYLOAD_BYTES and MAX_TRACEBACK_CHARS must be positive")
     if problems:
         raise ImproperlyConfigured("settings.SQLQUEUE: " + "; ".join(problems) + ".")
+
+
+#: What to do when the package is used but its app is not installed: Django's own errors
+#: (``LookupError: No installed app with label 'django_sqlqueue'``, ``RuntimeError: Model class
+#: ... isn't in an application in INSTALLED_APPS``) do not say it.
+NOT_INSTALLED = ("django_sqlqueue is not in INSTALLED_APPS: add 'django_sqlqueue' to "
+                 "INSTALLED_APPS in your settings (it brings the job tables, their migrations "
+                 "and the system checks), then run manage.py migrate.")
+
+
+def require_installed(what: str) -> None:
+    """Raise ImproperlyConfigured naming the fix once the installed apps are known and this app
+    is not among them; ``what`` says what the project used (``@job shop.tasks.send``)."""
+    from django.apps import apps
+
+    if apps.apps_ready and not apps.is_installed("django_sqlqueue"):
+        raise ImproperlyConfigured(f"{what}: {NOT_INSTALLED}")

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 
-from .conf import QueueSettings
+from .conf import QueueSettings, require_installed
 from .enqueue import building, inserting, on_commit, validation
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .enqueue.registered import (
@@ -92,6 +92,7 @@ def job(func=None, /, *, name: str | None = None, **options):
 
     def register(func):
         task_name = name or f"{func.__module__}.{func.__qualname__}"
+        require_installed(f"@job {task_name}")
         if "<locals>" in func.__qualname__ or "<lambda>" in func.__qualname__:
             raise ImproperlyConfigured(
                 f"@job cannot register {origin(func)}: define job functions with def at module "

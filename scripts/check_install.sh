@@ -197,8 +197,8 @@ run_site() {  # run_site LABEL PYTHON PIP_SPEC EXPECTED_DATABASE [DATABASE_URL]
     fail "$label: manage.py runworker --burst (above)"
   step "$label: the jobs ran: the Note is there, the rows say succeeded and exhausted"
   site_run check_site.py jobs-done || fail "$label: the jobs' effects (above)"
-  step "$label: manage.py queues limit bulk --concurrency 5; manage.py queues; manage.py stats"
-  site_run manage.py queues limit bulk --concurrency 5 2>&1 | sed 's/^/    /' ||
+  step "$label: manage.py queues limit bulk --concurrency 5 --create; manage.py queues; manage.py stats"
+  site_run manage.py queues limit bulk --concurrency 5 --create 2>&1 | sed 's/^/    /' ||
     fail "$label: manage.py queues limit (above)"
   site_run manage.py queues 2>&1 | sed 's/^/    /' || fail "$label: manage.py queues (above)"
   site_run manage.py stats --json | "$venv/bin/python" -m json.tool >/dev/null ||

@@ -13,13 +13,12 @@ from django.http import Http404, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from ..models import Worker
 from ..statuses import JobStatus
-from . import actions, dashboard, workflow_page
+from . import actions, dashboard, job_page, workflow_page
 from .changelist import JobChangeList
 from .display import (
     between,
@@ -49,14 +48,6 @@ from .workflow_detail import workflow_detail
 DETAIL_ACTIONS = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
 
 
-def _error_time(text):
-    try:
-        at = parse_datetime(text) if isinstance(text, str) else None
-    except ValueError:
-        at = None
-    return when(at) if at else "unknown time"
-
-
 class JobAdmin(admin.ModelAdmin):
     list_display = (
         "id", "status_badge", "task", "queue", "attempts_of_max", "run_at_when", "age",
@@ -76,21 +67,8 @@ class JobAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER  # facet counts are a COUNT per filter choice
     actions = (actions.retry_now, actions.run_now, actions.cancel, actions.delete_selected)
 
-    fieldsets = (
-        (None, {"fields": (
-            "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
-            "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail",
-        )}),
-        ("Workflow", {"fields": ("workflow",)}),
-        ("Attempts", {"fields": ("attempts_of_max", "retry_policy", "errors_list")}),
-        ("Steps", {"fields": ("steps_list",)}),
-        ("Payload and result", {"fields": ("payload_json", "metadata_json", "result_json")}),
-        ("Timings", {"fields": (
-            "enqueued", "due", "claimed", "finished", "duration", "waited", "expires",
-            "timeout_seconds", "lease_expires", "claim_token",
-        )}),
-    )
     readonly_fields = (
+        "last_error_detail",
         "status_badge", "progress_bar", "task_name", "queue", "priority", "transactional",
         "unique_key", "unique_slot", "tags_list", "worker_detail", "cancel_detail", "workflow",
         "attempts_of_max", "retry_policy", "errors_list", "steps_list", "payload_json",
@@ -207,6 +185,13 @@ class JobAdmin(admin.ModelAdmin):
         return format_html('<span class="sq-error" title="{}">{}</span>', text, short)
 
     # ---- the job page --------------------------------------------------------------------
+    def get_fieldsets(self, request, obj=None):
+        return job_page.fieldsets(obj)
+
+    @admin.display(description="")
+    def last_error_detail(self, job):
+        return job_page.last_error_detail(job)
+
     @admin.display(description="retry policy")
     def retry_policy(self, job):
         return (
@@ -252,7 +237,7 @@ class JobAdmin(admin.ModelAdmin):
                 {
                     **entry,
                     "short_type": short_type(entry.get("type", "")),
-                    "at_display": _error_time(entry.get("at")),
+                    "at_display": job_page.error_time(entry.get("at")),
                 }
                 for entry in reversed(job.errors or []) if isinstance(entry, dict)
             ]},

@@ -7,14 +7,20 @@ durable steps' results, docs/steps.md) and ``scale_event.py`` (ScaleEvent: the l
 each ``runworker --autoscale`` supervisor).
 Every model is importable from here, as ``django_sqlqueue.models`` always offered them."""
 
-from .dependency import JobDependency
-from .job import Job, QueueDashboard
-from .queue import Queue
-from .scale_event import ScaleEvent
-from .schedule import Schedule
-from .step import JobStep
-from .throughput import ThroughputCount, ThroughputCursor
-from .workers import Leader, Worker
+from ..conf import require_installed
+
+# Before the model classes: Django would refuse the first with a RuntimeError that does not say
+# what to add.
+require_installed("django_sqlqueue.models (Job, the django.tasks backend) was imported")
+
+from .dependency import JobDependency  # noqa: E402
+from .job import Job, QueueDashboard  # noqa: E402
+from .queue import Queue  # noqa: E402
+from .scale_event import ScaleEvent  # noqa: E402
+from .schedule import Schedule  # noqa: E402
+from .step import JobStep  # noqa: E402
+from .throughput import ThroughputCount, ThroughputCursor  # noqa: E402
+from .workers import Leader, Worker  # noqa: E402
 
 __all__ = ["Job", "JobDependency", "JobStep", "Leader", "Queue", "QueueDashboard", "ScaleEvent",
            "Schedule", "ThroughputCount", "ThroughputCursor", "Worker"]

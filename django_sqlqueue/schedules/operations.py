@@ -147,6 +147,21 @@ def _retire_undeclared(alias, names: set, now) -> list:
     return retiring
 
 
+def unsynced(alias: str, *, now: dt.datetime) -> list:
+    """The schedules declared in this code that the table does not hold (or holds retired):
+    added since the last worker started, so no sync wrote them yet. Unsaved rows, as the sync
+    would create them: ``manage.py schedules`` lists them as "not synced"."""
+    specs = {spec.name: spec for spec in declared()}
+    held = set(Schedule.objects.using(alias).current().filter(name__in=list(specs))
+               .values_list("name", flat=True))
+    rows = []
+    for name in sorted(set(specs) - held):
+        spec = specs[name]
+        rows.append(Schedule(name=name, **spec.definition(),
+                             next_run_at=first_tick_after(spec.timetable(), now)))
+    return rows
+
+
 def first_tick_after(table, instant):
     return next(iter(table.ticks_after(instant)), None)
 
@@ -253,10 +268,11 @@ _JOB_FIELDS = frozenset(field.name for field in Job._meta.concrete_fields)
 
 
 # ---- reading -----------------------------------------------------------------------------------
-def summaries(queryset, *, now: dt.datetime, next_count: int = 5) -> list:
+def summaries(queryset, *, now: dt.datetime, next_count: int = 5, pending=()) -> list:
     """One dict per schedule of ``queryset``, plain JSON: what ``manage.py schedules`` prints.
-    Times are ISO 8601 in the schedule's time zone (UTC for intervals)."""
-    rows = list(queryset)
+    Times are ISO 8601 in the schedule's time zone (UTC for intervals). ``pending``: unsaved
+    rows (``unsynced``), in the name order with the others, their state "not synced"."""
+    rows = sorted([*queryset, *pending], key=lambda row: row.name)
     last_jobs = Job.objects.using(queryset.db).only("pk", "status").in_bulk(
         [row.last_job_id for row in rows if row.last_job_id])
     result = []
@@ -274,7 +290,8 @@ def summaries(queryset, *, now: dt.datetime, next_count: int = 5) -> list:
             return None if value is None else value.astimezone(zone).isoformat()
 
         result.append({
-            "name": row.name, "source": row.source, "task": row.task_name, "state": row.state,
+            "name": row.name, "source": row.source, "task": row.task_name,
+            "state": row.state if row.pk is not None else "not synced",
             "description": row.describe(), "cron": row.cron or None,
             "every_seconds": row.every_seconds, "timezone": row.timezone if row.cron else None,
             "args": (row.payload or {}).get("args", []),

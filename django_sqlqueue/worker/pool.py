@@ -196,6 +196,14 @@ class Pool:
         with self._lock:
             return not self._held
 
+    def abandoned(self) -> list:
+        """Held jobs given up on (timed out, or cancelled past their grace) whose outcome is
+        written while their thread has not returned: nothing is left to wait for but the
+        thread, which only the process's exit can stop."""
+        with self._lock:
+            return [entry for entry in self._held.values()
+                    if entry.timed_out and entry.written and not entry.ran]
+
     def submit(self, job) -> None:
         if self.loop is None:
             with self._lock:

@@ -60,7 +60,8 @@ class WorkerProcess(WorkerReporting):
         # Claims after the last claimed job while full claims are slow (a long transaction).
         self.claim_bound = ClaimBound(settings.SLOW_CLAIM_SECONDS,
                                       settings.FULL_CLAIM_INTERVAL_SECONDS)
-        self._last_progress = time.monotonic()  # --burst prints progress every 2 s
+        self._last_status = time.monotonic()  # --burst reads its status every 2 s
+        self._burst_status = None  # and prints it when it changed
         self.cancels_due = threading.Event()  # look for cancelled jobs now (a NOTIFY)
         self.wakeup = Wakeup(
             alias=self.alias, queues=config.queues, poll_interval=config.poll_interval,
@@ -220,13 +221,25 @@ class WorkerProcess(WorkerReporting):
             self._say("the supervisor is gone: stopping", "worker.orphaned", level="warning")
             return False
         if self.config.burst:
-            if clock() - self._last_progress >= 2:
-                self._print_progress()
-                self._last_progress = clock()
-            if not claimed and self.pool.is_idle() and not self._due_soon():
-                self._print_progress()
+            if clock() - self._last_status >= 2:
+                self._print_burst_status()
+                self._last_status = clock()
+            if not claimed and self._burst_done():
+                self._print_burst_status()
                 self._say("burst: nothing left to do, exiting", "worker.drained")
                 return False
+        return True
+
+    def _burst_done(self) -> bool:
+        """Nothing held is worth waiting for, and no job is due (or none could start: every
+        thread is stuck). A thread stuck in a job past its time limit or its cancel's grace
+        (the job's outcome already written) is not waited for, as a SIGTERM does not wait for
+        it: the exit abandons it, and says so."""
+        if self.pool.busy():
+            return False
+        if self.pool.free_slots() > 0 and self._due_soon():
+            return False
+        self._say_abandoned(self.pool.abandoned())
         return True
 
     def _claim(self) -> list:

@@ -51,7 +51,8 @@ def test_a_job_without_a_total_or_without_progress(admin_client):
     assert "12 done" in html and "<progress" not in html
     html = admin_client.get(reverse("admin:django_sqlqueue_job_change",
                                     args=[JobFactory().pk])).content.decode()
-    assert "field-progress_bar" in html and "<progress" not in html
+    # No progress reported: no progress row at all (it said "None").
+    assert "field-progress_bar" not in html and "<progress" not in html
 
 
 def test_stats_shows_one_jobs_latest_progress():

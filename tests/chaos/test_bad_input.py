@@ -229,6 +229,8 @@ OPTIONS = [
     pytest.param(["purgejobs"], "required: --older-than", id="purge-missing-age"),
     pytest.param(["purgejobs", "--older-than", "soon"], "'soon' is not a duration",
                  id="purge-bad-age"),
+    pytest.param(["purgejobs", "--older-than", "3"], "'3' has no unit: write it with one, e.g. 3d",
+                 id="purge-bare-number"),
     pytest.param(["purgejobs", "--older-than", "7d", "--status", "running"],
                  "only finished jobs can be purged", id="purge-unfinished-status"),
     pytest.param(["purgejobs", "--older-than", "7d", "--queue", "bad queue"],

@@ -201,7 +201,8 @@ def test_purgejobs_deletes_by_status_and_queue():
     kept_queue = Job.objects.enqueue(add, (1, 1), queue="other")
     Job.objects.filter(pk=kept_queue.pk).update(status="succeeded", finished_at=now - 2 * DAY)
     with transaction.atomic():
-        output = purge("--older-than", "24h", "--status", "succeeded", "--queue", "default")
+        output = purge("--older-than", "24h", "--status", "succeeded", "--queue", "default",
+                       "--noinput")
     assert "deleted 1 job(s)" in output
     assert not Job.objects.filter(pk=gone.pk).exists()
     assert Job.objects.filter(pk__in=[kept_status.pk, kept_queue.pk]).count() == 2

@@ -67,3 +67,22 @@ def test_fair_sets_weights_and_turns_off():
         queues("fair", "default", "--weight", "gold")
     with pytest.raises(CommandError, match="above 0"):
         queues("fair", "default", "--weight", "gold=-1")
+
+
+def test_a_queue_nothing_uses_is_refused_unless_created():
+    # A typo once created a paused queue of its own, and the real one went on.
+    send_email.enqueue("x@example.com")
+    for args in (["pause", "emials"], ["limit", "emials", "--concurrency", "1"],
+                 ["fair", "emials"]):
+        with pytest.raises(CommandError) as info:
+            queues(*args)
+        message = str(info.value)
+        assert message.startswith("no queue named 'emials' (did you mean 'emails'?)")
+        assert "add --create to" in message
+    assert not Queue.objects.exists()
+    _, err = queues("pause", "nightly", "--create")
+    assert "nightly: paused since" in err
+    assert Queue.objects.get(name="nightly").is_paused
+    # Known already: a row (nightly), ready jobs (emails), a task's default queue (default).
+    queues("pause", "nightly", "emails", "default")
+    assert Queue.objects.filter(paused_at__isnull=False).count() == 3

@@ -78,3 +78,23 @@ def test_retired_schedules_are_listed_with_all(declared, declared_schedules):
     assert "retired" in out.splitlines()[1]
     with pytest.raises(CommandError, match="retired"):
         run("--run-now", "daily")
+
+
+def test_schedules_declared_but_not_synced_are_listed_as_such(declared):
+    # A new @schedule showed only once a worker had started and synced it.
+    out, err = run()
+    header, daily, often = out.splitlines()
+    assert daily.startswith("daily ") and "not synced" in daily and daily.endswith("never")
+    assert "(once synced)" in daily
+    assert often.startswith("half-minute") and "not synced" in often
+    assert err.startswith("2 schedule(s) declared in this code are not synced yet")
+    items = json.loads(run("--json")[0])
+    assert [(item["name"], item["state"], item["last_job"]) for item in items] == [
+        ("daily", "not synced", None), ("half-minute", "not synced", None)]
+    with pytest.raises(CommandError, match="'daily' is declared but not synced yet: run "
+                                           "manage.py schedules --sync"):
+        run("--run-now", "daily")
+    assert not Schedule.objects.exists()  # listing writes nothing
+    run("--sync")
+    out, err = run()
+    assert "not synced" not in out and err == ""

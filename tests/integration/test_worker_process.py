@@ -5,6 +5,7 @@ import io
 import os
 import signal
 import threading
+import time
 
 import pytest
 from django.db import OperationalError
@@ -142,3 +143,38 @@ def test_claims_while_the_database_is_unreachable_wait_longer_each_time(monkeypa
     process = worker()
     assert _claims_failing(process, monkeypatch, 6) == [0.5, 1, 2, 4, 8, 10]
     assert not process.pool.gate.is_open()
+
+
+def test_burst_prints_its_status_only_when_it_changed(monkeypatch):
+    # A burst run waiting on one long job printed "progress: ..." every 2 s, the same line each
+    # time, under the word report_progress uses for a job's own progress.
+    long_job = sleep_for.enqueue(0, tag="long")
+    gate = threading.Event()
+    run = runner.run
+
+    def gated_run(job):
+        assert gate.wait(60)
+        return run(job)
+
+    monkeypatch.setattr(runner, "run", gated_run)
+    process = worker(concurrency=1, burst=True)
+    process.pool.start()
+    process.writer.start()
+    now = [time.monotonic()]  # the fetcher's clock, moved by hand
+    try:
+        for _ in range(5):  # 15 s by the fetcher's clock, the job still running
+            now[0] += 3
+            assert process.step(clock=lambda: now[0]) is True
+        gate.set()
+        wait_until(lambda: Job.objects.get(pk=long_job.pk).status == JobStatus.SUCCEEDED,
+                   what="the job to finish")
+        while process.step(clock=lambda: now[0]):
+            process.wakeup.wait()
+    finally:
+        gate.set()
+        process.pool.stop(wait=10)
+        process.writer.stop()
+    lines = process.out.getvalue().splitlines()
+    assert lines == ["burst: attempts_run=0 ready=0 unfinished=1",
+                     "burst: attempts_run=1 ready=0 unfinished=0",
+                     "burst: nothing left to do, exiting"]

@@ -60,10 +60,11 @@ def test_purgejobs_shows_a_few_percentage_steps_not_a_line_per_batch():
     )
     out = StringIO()  # not a terminal: a log or a cron mail
     call_command("purgejobs", "--older-than", "7d", "-q", "reports", "-s", "succeeded",
-                 stdout=out)
+                 "--noinput", stdout=out)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("deleting 5000 job(s) finished before")
+    assert lines[0].startswith("will delete 5000 job(s) finished before")
     assert lines[1:] == [
+        "  queue reports: succeeded 5000",
         "  deleted 2000/5000 job(s) (40%)",
         "  deleted 3000/5000 job(s) (60%)",
         "  deleted 4000/5000 job(s) (80%)",

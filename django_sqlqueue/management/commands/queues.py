@@ -6,10 +6,12 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...enqueue.validation import queue_name
 from ...exceptions import InvalidJob, InvalidQueueLimit
 from ...models import Queue
 from ...queues import control as queue_control
 from ..database_option import add_database_option, database_alias
+from ..queue_names import did_you_mean, known_queues
 
 LIMIT_OPTIONS = (
     ("--concurrency", "concurrency_limit", "running jobs of the queue at once"),
@@ -46,7 +48,8 @@ class Command(BaseCommand):
         "List the queues: paused or not, their limits, running and ready jobs, and what the "
         "ready ones wait for. 'queues pause NAME', 'queues resume NAME', 'queues limit NAME "
         "--concurrency 5' and 'queues fair NAME --weight gold=3' change one; every worker "
-        "follows within one poll interval."
+        "follows within one poll interval. A name that nothing uses (no jobs, no task, no "
+        "settings) is refused as a typo unless --create is given."
     )
 
     def add_arguments(self, parser):
@@ -58,8 +61,11 @@ class Command(BaseCommand):
                            ("resume", "claim jobs of these queues again")):
             action = actions.add_parser(name, help=what)
             action.add_argument("names", nargs="+", metavar="QUEUE")
+            if name == "pause":
+                add_create_option(action)
         limit = actions.add_parser("limit", help="set limits of a queue ('none' removes one)")
         limit.add_argument("names", nargs=1, metavar="QUEUE")
+        add_create_option(limit)
         for option, dest, what in LIMIT_OPTIONS:
             limit.add_argument(option, dest=dest, type=limit_value, metavar="N|none",
                                default=argparse_unset, help=what)
@@ -68,6 +74,7 @@ class Command(BaseCommand):
         fair = actions.add_parser(
             "fair", help="share the claims of a queue between its concurrency keys (--off: stop)")
         fair.add_argument("names", nargs=1, metavar="QUEUE")
+        add_create_option(fair)
         fair.add_argument("--off", action="store_true", help="claim the queue in plain order")
         fair.add_argument("--weight", dest="weights", action="append", type=key_weight,
                           metavar="KEY=N", help="a key's weight (1 if not given; repeat for more "
@@ -78,6 +85,8 @@ class Command(BaseCommand):
         alias = database_alias(options, Queue)
         action = options.get("action")
         try:
+            if action in ("pause", "limit", "fair") and not options["create"]:
+                self._refuse_unknown(options["names"], action, alias)
             if action == "pause":
                 for name in options["names"]:
                     row = queue_control.pause(name, by="manage.py queues", using=alias)
@@ -112,6 +121,25 @@ class Command(BaseCommand):
             self.stdout.write("no queues: no jobs are ready or running, and none is configured")
         else:
             self.stdout.write(table(states))
+
+
+    def _refuse_unknown(self, names, action, alias):
+        """A typo would create a queue of its own (a row, paused or limited) and change nothing
+        else: a name nothing uses is refused unless --create says it is meant."""
+        known = known_queues(alias)
+        unknown = [name for name in names if queue_name(name) not in known]
+        if unknown:
+            hints = "".join(did_you_mean(name, known) for name in unknown[:1])
+            raise CommandError(
+                f"no queue named {', '.join(map(repr, unknown))}{hints}: no job is ready or "
+                "running in it, no registered task or backend uses it, and it has no settings "
+                f"(queues: {', '.join(sorted(known)) or 'none'}). Check the name, or add "
+                f"--create to {action} it before its first job.")
+
+
+def add_create_option(parser):
+    parser.add_argument("--create", action="store_true",
+                        help="act on a queue nothing uses yet (otherwise refused as a typo)")
 
 
 argparse_unset = object()  # an option not given (None means "no limit")

@@ -1,7 +1,6 @@
 """``manage.py runworker``: parse options, then hand over to the worker."""
 
 import dataclasses
-import difflib
 import functools
 import logging
 import os
@@ -11,7 +10,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import router
 
 from ... import checks
-from ...enqueue import registered
 from ...models import Job
 from ...queues import control
 from ...worker import children, log_format
@@ -22,6 +20,7 @@ from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.resilience import call_with_retry
 from ...worker.scaler import Scaler
 from ...worker.supervisor import Supervisor
+from ..queue_names import did_you_mean, queues_of_registered_tasks
 
 
 class Command(BaseCommand):
@@ -62,7 +61,8 @@ class Command(BaseCommand):
                             help="how the supervisor starts worker processes: fork itself "
                                  "(fast, the default on Linux) or spawn fresh interpreters")
         parser.add_argument("--burst", action="store_true",
-                            help="exit 0 once no job is ready or due within a poll interval")
+                            help="exit 0 once no job is ready or due within a poll interval "
+                                 "(a thread stuck in a job past its time limit is abandoned)")
         parser.add_argument("--max-jobs", type=int, metavar="N",
                             help="recycle the process after N jobs")
         parser.add_argument("--transactional-batch", type=int, default=0, metavar="N",
@@ -157,8 +157,7 @@ class Command(BaseCommand):
         for queue in unused:
             if queue in known:
                 continue  # jobs or a Queue row name it: enqueued with queue=...
-            close = difflib.get_close_matches(queue, sorted(known), n=1, cutoff=0.6)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            guess = did_you_mean(queue, known)
             self.stderr.write(
                 f"warning: no registered task uses queue {queue!r}{guess} and no job waits in "
                 f"it (their queues: {', '.join(sorted(known)) or 'none'}); this worker serves "
@@ -222,24 +221,6 @@ class Command(BaseCommand):
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
         logger.propagate = False
-
-
-def queues_of_registered_tasks() -> set | None:
-    """The queues of the registered ``@job`` tasks and of this project's django.tasks backends
-    of this package; None if such a backend accepts every queue (``QUEUES`` empty)."""
-    queues = registered.default_queues()
-    try:
-        from django.tasks import task_backends  # Django 6+
-    except ImportError:
-        return queues
-    from ...backend import SQLQueueBackend
-
-    for backend in task_backends.all():
-        if isinstance(backend, SQLQueueBackend):
-            if not backend.queues:
-                return None
-            queues |= set(backend.queues)
-    return queues
 
 
 def _this_command() -> list:

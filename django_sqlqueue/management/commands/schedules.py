@@ -7,8 +7,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...models import Schedule
 from ...schedules import operations as scheduling
+from ...schedules.declare import declared
 from ..database_option import add_database_option, database_alias
 
+#: What a listed next run waits for, by state.
+AFTER = {"paused": " (once resumed)", "not synced": " (once synced)"}
 COLUMNS = (("name", "NAME"), ("state", "STATE"), ("description", "WHEN"),
            ("zone", "TIME ZONE"), ("next", "NEXT RUN"), ("last", "LAST RUN"))
 
@@ -54,17 +57,29 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             self.stderr.write(f"{name}: enqueued job #{job.pk}")
         listed = rows.all() if options["all"] else rows.current()
-        summaries = scheduling.summaries(listed, now=scheduling.database_now(alias))
+        now = scheduling.database_now(alias)
+        # Declared here but not in the table yet (no worker started since): listed as such.
+        pending = [] if options["sync"] else scheduling.unsynced(alias, now=now)
+        summaries = scheduling.summaries(listed, now=now, pending=pending)
         if options["json"]:
             self.stdout.write(json.dumps(summaries, indent=2))
         else:
             self.stdout.write(table(summaries) if summaries else
                               "no schedules: declare them with @schedule in a tasks.py, and "
                               "start a worker (or run manage.py schedules --sync)")
+            if pending:
+                self.stderr.write(
+                    f"{len(pending)} schedule(s) declared in this code are not synced yet: a "
+                    "worker syncs them when it starts (or run manage.py schedules --sync); "
+                    "until then they do not run.")
 
     def _known(self, rows, name):
         row = rows.filter(name=name).first()
         if row is None:
+            if any(spec.name == name for spec in declared()):
+                raise CommandError(f"schedule {name!r} is declared but not synced yet: run "
+                                   "manage.py schedules --sync first (a starting worker "
+                                   "syncs too).")
             names = ", ".join(rows.values_list("name", flat=True)) or "none"
             raise CommandError(f"no schedule named {name!r} (schedules: {names}).")
         return row
@@ -82,8 +97,7 @@ def table(summaries) -> str:
             "name": item["name"], "state": item["state"], "description": item["description"],
             "zone": item["timezone"] or "-",
             "next": "-" if item["state"] == "retired" or not item["next_runs"]
-            else short(item["next_runs"][0]) + (" (once resumed)" if item["state"] == "paused"
-                                                else ""),
+            else short(item["next_runs"][0]) + AFTER.get(item["state"], ""),
             "last": last,
         })
     widths = {key: max(len(title), *(len(line[key]) for line in lines))
