@@ -36,7 +36,7 @@ def start_server(db_url, tmp_path):
 
     yield start
     for server in started:
-        server.kill()
+        server.stop()
 
 
 def answering(server):
@@ -51,7 +51,7 @@ def stop(server):
     """Stop ``server`` as its operator does, and wait until each of its processes exited:
     runserver's Ctrl-C ends its reloader at once, and its serving child after its stop."""
     pids = set(Worker.objects.values_list("pid", flat=True))
-    server.stop()
+    server.shut_down()
     assert server.wait() in (0, -2), server.output  # runserver's reloader may die of SIGINT
     wait_until(lambda: not any(identity.pid_alive(pid) for pid in pids),
                what=f"every process of {server.kind} to exit", context=lambda: server.output)
@@ -125,5 +125,5 @@ def test_off_by_default_the_server_runs_no_worker(start_server):
         assert answering(server)["unfinished"] == 1
     assert not Worker.objects.exists()
     assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED
-    server.stop()
+    server.shut_down()
     assert server.wait() == 0, server.output

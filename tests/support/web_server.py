@@ -8,9 +8,8 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.process.conftest import ROOT, WorkerProcess
 
 #: Each server's command line, serving on ``{port}``.
 COMMANDS = {
@@ -35,7 +34,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class WebServer:
+class WebServer(WorkerProcess):
+    """A server subprocess; ``output``, ``wait()`` and ``stop()`` (a SIGKILL to its process
+    group, for the teardown) as a worker's."""
+
     def __init__(self, kind, env, log_path):
         self.kind = kind
         self.port = free_port()
@@ -48,11 +50,7 @@ class WebServer:
                  "PYTHONUNBUFFERED": "1", **env},
             start_new_session=True,  # its own process group: as a terminal's Ctrl-C reaches it
         )
-
-    @property
-    def output(self) -> str:
-        self.log.flush()
-        return Path(self.log_path).read_text()
+        self.pid = self.proc.pid
 
     def get(self, path, timeout=10):
         """(status, JSON body) of GET ``path``."""
@@ -63,26 +61,10 @@ class WebServer:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
 
-    def stop(self):
+    def shut_down(self):
         """As the server's operator does: SIGTERM, except runserver's Ctrl-C (SIGINT to its
         process group, its reloader and its serving child alike)."""
         if self.kind.startswith("runserver"):
             os.killpg(self.proc.pid, signal.SIGINT)
         else:
             self.proc.send_signal(signal.SIGTERM)
-
-    def wait(self, timeout=60) -> int:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.kind} did not exit within {timeout}s:\n"
-                                 f"{self.output}") from None
-
-    def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        self.log.close()
