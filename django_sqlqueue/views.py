@@ -54,8 +54,13 @@ def health_live(request):
 @never_cache
 @require_GET
 def health_ready(request):
-    """A readiness probe: 200 once the jobs database answers and is migrated; 503 otherwise."""
-    return _health_response(health.readiness(router.db_for_write(Job)))
+    """A readiness probe: 200 once the jobs database answers and is migrated, and with
+    SQLQUEUE["VERSION"] set, the embedded worker of this process (if one runs here) runs it;
+    503 otherwise."""
+    worker = embedded.current()
+    if worker is None:
+        return _health_response(health.readiness(router.db_for_write(Job), names=[]))
+    return _health_response(health.readiness(worker.process.alias, names=[worker.worker_id]))
 
 
 def _health_response(report) -> JsonResponse:

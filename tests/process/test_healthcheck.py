@@ -114,3 +114,22 @@ def test_the_live_view_judges_this_hosts_workers(client, settings, start_worker)
     wait_until(lambda: worker_registered(worker), what="the worker to register", worker=worker)
     response = client.get("/sqlqueue/health/live")
     assert (response.status_code, response.json()["status"]) == (200, "healthy")
+
+
+def test_not_ready_while_a_worker_runs_another_version_than_the_code_deployed(start_worker,
+                                                                              settings):
+    worker = start_worker(name="versioned", settings={**FAST, "VERSION": "2026.11.1"})
+    row = wait_until(lambda: Worker.objects.filter(pid=worker.pid).first(),
+                     what="the worker to register", worker=worker)
+    assert row.version == "2026.11.1"
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "VERSION": "2026.11.1"}
+    assert probe("ready", "--name", "versioned") == (
+        0, {"probe": "ready", "status": "healthy", "problems": [], "workers": []})
+    # The code on disk moved on; the worker has not been restarted.
+    settings.SQLQUEUE = {**settings.SQLQUEUE, "VERSION": "2026.11.2"}
+    code, answer = probe("ready", "--name", "versioned")
+    assert (code, answer["workers"]) == (
+        1, [{"name": row.name, "pid": worker.pid, "version": "2026.11.1"}]), answer
+    assert answer["problems"] == [
+        f"worker {row.name} runs version '2026.11.1', the code here is '2026.11.2' "
+        "(SQLQUEUE['VERSION']): restart it to load the code deployed"]

@@ -17,7 +17,8 @@ EXIT_CODES = {health.HEALTHY: 0, health.UNHEALTHY: 1, health.UNKNOWN: 0}
 class Command(BaseCommand):
     help = (
         "Answer a liveness probe (live: this host's workers beat within their lease) or a "
-        "readiness probe (ready: the jobs database answers and is migrated). Exit code 0: "
+        "readiness probe (ready: the jobs database answers and is migrated, and with "
+        "SQLQUEUE['VERSION'] set, this host's workers run that version). Exit code 0: "
         "healthy (live: also unknown, while the database does not answer); 1: unhealthy; 2: "
         "a wrong command line."
     )
@@ -26,8 +27,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("probe", choices=[health.LIVE, health.READY])
         parser.add_argument("--name", metavar="NAME",
-                            help="live: the workers started with runworker --name NAME "
-                                 "(default: every worker of this host)")
+                            help="the workers started with runworker --name NAME (default: "
+                                 "every worker of this host)")
         parser.add_argument("--json", action="store_true",
                             help="print the answer as one JSON document")
         add_database_option(parser)
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         if options["probe"] == health.LIVE:
             report = health.liveness(alias, name_prefix=options["name"])
         else:
-            report = health.readiness(alias)
+            report = health.readiness(alias, name_prefix=options["name"])
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict()))
         else:
