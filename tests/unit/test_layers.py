@@ -28,8 +28,10 @@ LAYERS = (
         "observability.throughput", "observability.queue_metrics", "observability.fleet",
         "checks",
     )),
-    ("worker", ("worker",)),
-    ("entry points", ("backend", "backend_checks", "admin", "management", "views", "urls", "apps")),
+    # Health reads the workers' rows as the worker judges its peers (worker/identity.py).
+    ("worker", ("worker", "observability.health")),
+    ("entry points", ("backend", "backend_checks", "admin", "management", "views", "urls", "apps",
+                      "embedded")),
 )
 
 
