@@ -4,7 +4,7 @@ own life cycle starts and stops it:
 
 - ``gunicorn``: the ``post_worker_init`` and ``worker_exit`` hooks for ``gunicorn.conf.py``.
 - ``asgi``: ``with_embedded_worker(application)``, which answers the ASGI lifespan (uvicorn,
-  hypercorn, daphne, gunicorn's uvicorn worker).
+  hypercorn, gunicorn's uvicorn worker).
 - ``runserver``: started by the app in ``runserver``'s serving process, never in its reloader.
 - ``thread``: the one ``WorkerProcess`` of this process, run on a thread (``start``, ``stop``).
 - ``options``: the setting, read into a ``WorkerConfig``.

@@ -104,6 +104,25 @@ def test_a_stop_lets_running_jobs_finish_and_gives_back_the_rest(start_server, k
     assert not Worker.objects.exists(), server.output
 
 
+def test_gunicorn_recycling_its_processes_loses_and_repeats_no_job(start_server):
+    jobs = Job.objects.bulk_enqueue(sleep_for.prepare(0.2, tag="finished") for _ in range(40))
+    server = start_server("gunicorn-recycling", {"CONCURRENCY": 2, "SHUTDOWN_TIMEOUT_SECONDS": 5})
+    answered_by = set()
+
+    def drained():
+        body = answering(server)
+        answered_by.add(body["pid"])
+        return body["unfinished"] == 0
+
+    wait_until(drained, what="the jobs to drain", timeout=120, context=lambda: server.output)
+    assert len(answered_by) > PROCESSES["gunicorn-recycling"], server.output  # recycled
+    # Each recycle stopped its worker as a SIGTERM does: the running jobs finished once.
+    assert executions("finished") == sorted(job.pk for job in jobs), server.output
+    assert not Job.objects.exclude(status=JobStatus.SUCCEEDED).exists()
+    stop(server)
+    assert not Worker.objects.exists(), server.output
+
+
 def test_runserver_gives_running_jobs_back_at_ctrl_c(start_server):
     jobs = [sleep_for.enqueue(600, tag="finished") for _ in range(2)]
     server = start_server("runserver", {"CONCURRENCY": 2})

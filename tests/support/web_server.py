@@ -18,14 +18,18 @@ COMMANDS = {
     "gunicorn-gthread": ["-m", "gunicorn", "-c", "tests/support/gunicorn_conf.py", "-w", "2",
                          "-k", "gthread", "--threads", "4", "-b", "127.0.0.1:{port}",
                          "tests.support.web_apps:wsgi"],
+    # Each web process replaced after 10 requests (gunicorn's max_requests), its worker with it.
+    "gunicorn-recycling": ["-m", "gunicorn", "-c", "tests/support/gunicorn_conf.py", "-w", "2",
+                           "--max-requests", "10", "-b", "127.0.0.1:{port}",
+                           "tests.support.web_apps:wsgi"],
     "uvicorn": ["-m", "uvicorn", "--workers", "2", "--host", "127.0.0.1", "--port", "{port}",
                 "tests.support.web_apps:asgi"],
     "runserver": ["-m", "django", "runserver", "127.0.0.1:{port}"],
     "runserver-noreload": ["-m", "django", "runserver", "--noreload", "127.0.0.1:{port}"],
 }
 #: How many worker processes (each with an embedded worker) each one serves from.
-PROCESSES = {"gunicorn-sync": 2, "gunicorn-gthread": 2, "uvicorn": 2, "runserver": 1,
-             "runserver-noreload": 1}
+PROCESSES = {"gunicorn-sync": 2, "gunicorn-gthread": 2, "gunicorn-recycling": 2, "uvicorn": 2,
+             "runserver": 1, "runserver-noreload": 1}
 
 
 def free_port() -> int:
