@@ -11,7 +11,8 @@ too late (Python refuses new threads then, which the stop's database calls may n
 ``--noreload`` the running jobs have the shutdown timeout. With the autoreloader, Ctrl-C reaches
 both processes, and the parent kills the child a quarter of a second later (``subprocess.run``
 does, on KeyboardInterrupt): the child gives its running jobs back at once, as a shutdown timeout
-of 0 does; they run again at the next start, their attempts not counted.
+of 0 does; they run again at the next start, their attempts not counted. (Should the kill come
+first, on a loaded machine, their leases bring them back, as after any killed worker.)
 """
 
 import os
