@@ -21,3 +21,7 @@ class SQLQueueConfig(AppConfig):
         # Import every installed app's tasks.py / jobs.py, so their @job functions are registered
         # in web processes and workers alike.
         autodiscover_modules(*modules)
+        # SQLQUEUE["EMBEDDED_WORKER"] in runserver's serving process (embedded/runserver.py).
+        from .embedded.runserver import autostart
+
+        autostart()

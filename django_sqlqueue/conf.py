@@ -148,6 +148,14 @@ class QueueSettings:
     MAX_TRACEBACK_CHARS: int = 20_000
     # Modules imported from every installed app at start-up, so their @job functions register.
     TASK_MODULES: tuple = ("tasks", "jobs")
+    # A worker inside the web server's processes (docs/operations.md, "A worker in the web
+    # process"): False (the default) or True, or a dict of its options (QUEUES, CONCURRENCY,
+    # ...; embedded/options.py). The server's hooks start it only when this is on.
+    EMBEDDED_WORKER: bool | dict = False
+    # This code's version (a release tag, a commit): each worker records it with its row, and
+    # ``healthcheck ready`` finds a worker of the host that runs another one (code deployed but
+    # the worker not restarted). None: not recorded, not checked.
+    VERSION: str | None = None
 
 
 #: Async jobs at once per worker process, at most: past a few thousand, one loop's scheduling
@@ -194,6 +202,8 @@ _TYPES = {
     "MAX_PAYLOAD_BYTES": (int,),
     "MAX_TRACEBACK_CHARS": (int,),
     "TASK_MODULES": (list, tuple),
+    "EMBEDDED_WORKER": (bool, dict),
+    "VERSION": (str, type(None)),
 }
 
 

@@ -1,5 +1,6 @@
 """Views of any Django process: the Prometheus endpoint (the queue-level gauges read from the
-database, queue_metrics.py; docs/observability.md) and a job's progress as server-sent events
+database, queue_metrics.py; docs/observability.md), the health probes (worker/health.py;
+docs/operations.md) and a job's progress as server-sent events
 (``job_events``, ``stream_job_events``; docs/progress.md). Include ``django_sqlqueue.urls``."""
 
 import json
@@ -7,15 +8,18 @@ import time
 
 from django.core.exceptions import PermissionDenied
 from django.db import router
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from .embedded import thread as embedded
 from .models import Job
 from .observability.queue_metrics import QueueMetricsCollector
 from .observability.replica import read_alias
 from .run.progress import COLUMNS
 from .statuses import FINISHED_STATUSES
 from .telemetry import metrics as worker_metrics
+from .worker import health
 
 #: What the event stream reads of the job, each poll.
 _READ = ("id", "status", *COLUMNS)
@@ -33,6 +37,35 @@ def metrics(request):
     registry.register(QueueMetricsCollector(read_alias(router.db_for_read(Job))))
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encode(registry), content_type=content_type)
+
+
+@never_cache
+@require_GET
+def health_live(request):
+    """A liveness probe: 200 while the embedded worker of this process (if one runs here), else
+    every worker of this host, beats within its lease (also while the database does not answer:
+    a restart would not help); 503 otherwise. Asks for no login: probes have none."""
+    worker = embedded.current()
+    alias = worker.process.alias if worker else router.db_for_write(Job)
+    report = health.liveness(alias, names=[worker.worker_id] if worker else None)
+    return _health_response(report)
+
+
+@never_cache
+@require_GET
+def health_ready(request):
+    """A readiness probe: 200 once the jobs database answers and is migrated, and with
+    SQLQUEUE["VERSION"] set, the embedded worker of this process (if one runs here) runs it;
+    503 otherwise."""
+    worker = embedded.current()
+    if worker is None:
+        return _health_response(health.readiness(router.db_for_write(Job), names=[]))
+    return _health_response(health.readiness(worker.process.alias, names=[worker.worker_id]))
+
+
+def _health_response(report) -> JsonResponse:
+    status = 503 if report.status == health.UNHEALTHY else 200
+    return JsonResponse(report.as_dict(), status=status)
 
 
 @require_GET

@@ -27,6 +27,9 @@ class Worker(models.Model):
     pid_namespace = models.PositiveBigIntegerField(null=True, blank=True)
     # Its LEASE_SECONDS: it is silent, hence dead, after two of its own leases without a heartbeat.
     lease_seconds = models.FloatField(null=True, blank=True)
+    # SQLQUEUE["VERSION"] of the code it runs, as it started (worker/health.py); NULL
+    # when unset.
+    version = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         ordering = ["host", "started_at"]

@@ -353,7 +353,7 @@ class WorkerProcess(WorkerReporting):
             queues=self.config.queues or [], concurrency=self.config.concurrency,
             started_at=DatabaseNow(), last_heartbeat_at=DatabaseNow(),
             boot_id=table.boot_id, pid_namespace=table.pid_namespace,
-            lease_seconds=self.config.lease_seconds,
+            lease_seconds=self.config.lease_seconds, version=get_settings().VERSION,
         )
 
     def _every(self, seconds, step, name, *, until, keep_connection=False, max_delay=10.0):

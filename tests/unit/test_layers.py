@@ -24,7 +24,7 @@ LAYERS = (
         "observability",
     )),
     ("front doors", ("registry", "backend", "backend_checks", "checks", "")),
-    ("top", ("worker", "admin", "management", "views", "urls", "apps")),
+    ("top", ("worker", "admin", "management", "views", "urls", "apps", "embedded")),
 )
 
 #: Imports that go up a layer on purpose, each with its reason.
