@@ -71,6 +71,11 @@ class Page:
         self.declared = dict(declare._declared)
         self.modules = set(sys.modules)
 
+    @staticmethod
+    def namespace():
+        """What a page's plain blocks run in: the module ``shop/tasks.py`` would be."""
+        return {"__name__": "shop.tasks", "__package__": "shop"}
+
     # Python ---------------------------------------------------------------------------------
 
     def python(self, example):
