@@ -59,6 +59,11 @@ if ! have_mariadb_headers; then
     echo "pip cannot build mysqlclient without them." >&2; exit 1; }
 fi
 
+# jq: docs/observability.md pipes `manage.py stats --json` into it, and tests/docs runs that.
+if ! command -v jq >/dev/null; then
+  apt_install "jq (for a docs example)" jq || echo "The docs pass will fail without it." >&2
+fi
+
 # The admin's browser test (tests/admin/test_browser.py) drives Debian's Chromium through its
 # driver. Without them that test fails, saying so; SQLQUEUE_SKIP_BROWSER=1 skips it instead.
 if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/bin/chromium}" ] ||

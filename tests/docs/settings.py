@@ -4,8 +4,9 @@ write, as a reader would. SQLite as docs/getting-started.md recommends it; Postg
 throwaway cluster, tests/conftest.py) with SQLQUEUE_TEST_DATABASE=postgresql.
 
 The aliases that pages name besides "default" (``orders`` and ``shop`` for business data,
-``jobs`` for the queue's tables) are test mirrors of it: the same database under another name, so
-that ``transaction.atomic(using="orders")`` runs as written."""
+``jobs`` for the queue's tables, ``direct`` for a LISTEN around a pooler, ``bulk_jobs`` for a
+second primary, ``replica`` for a standby) are test mirrors of it: the same database under
+another name, so that ``transaction.atomic(using="orders")`` runs as written."""
 
 import os
 import sys
@@ -47,7 +48,7 @@ elif VENDOR == "postgresql":
     }
 else:
     raise RuntimeError(f"the docs' snippets run on sqlite and postgresql, not {VENDOR!r}")
-for alias in ("orders", "shop", "jobs"):
+for alias in ("orders", "shop", "jobs", "direct", "bulk_jobs", "replica"):
     DATABASES[alias] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
 INSTALLED_APPS = [

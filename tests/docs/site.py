@@ -15,8 +15,10 @@ and ``<!-- skip: next "reason" -->`` markers); the evaluators here run them:
 - Any other Python block runs in the page's namespace, which is the module ``shop.tasks``
   would be (``@job`` there registers ``shop.tasks.<name>``); top-level ``await`` works.
 - A shell block runs each command: ``python manage.py X ...`` as ``call_command`` in this site
-  (``runworker`` with ``--burst`` added, and in one process where it says ``--processes``), other
-  ``python`` commands as subprocesses. Anything else is an error: mark the block.
+  (``runworker`` with ``--burst`` added, and in one process where it says ``--processes``), its
+  output through the filter after a ``|`` (``jq``, ``grep``); ``python -c`` and
+  ``bash scripts/docs.sh`` (with this environment's packages, into a temporary directory) as
+  subprocesses. Anything else is an error: mark the block.
 """
 
 import ast
@@ -47,6 +49,7 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 from django_sqlqueue import registry
 from django_sqlqueue.schedules import declare
 
+ROOT = Path(__file__).resolve().parents[2]
 FILE_HEADER = re.compile(r"#\s+([\w/]+\.py)\b")
 SETTING_NAME = re.compile(r"[A-Z][A-Z0-9_]*$")
 OWN_SETTINGS = {"SQLQUEUE", "TASKS"}  # ours and Django 6's, absent from global_settings before
@@ -71,10 +74,19 @@ class Page:
         self.declared = dict(declare._declared)
         self.modules = set(sys.modules)
 
-    @staticmethod
-    def namespace():
-        """What a page's plain blocks run in: the module ``shop/tasks.py`` would be."""
-        return {"__name__": "shop.tasks", "__package__": "shop"}
+    def adopt(self, namespace):
+        """What a page's plain blocks run in: the module ``shop/tasks.py`` would be; the module
+        ``shop.tasks`` finds their names (a worker runs a ``django.tasks`` task only from a
+        module imported at start-up, looked up by name)."""
+        namespace.update({"__name__": "shop.tasks", "__package__": "shop"})
+        self.page_namespace = namespace
+        self.install(PageModule("shop.tasks"))
+
+    def install(self, module):
+        module.page_namespace = self.page_namespace
+        module.__package__ = "shop"
+        sys.modules["shop.tasks"] = module
+        importlib.import_module("shop").tasks = module
 
     # Python ---------------------------------------------------------------------------------
 
@@ -124,11 +136,15 @@ class Page:
         models = name.endswith(".models") and package in {c.name for c in apps.get_app_configs()}
         if models:
             self.drop_models(package)
-        module = types.ModuleType(name)
+        if name == "shop.tasks":
+            module = PageModule(name)
+            self.install(module)
+        else:
+            module = types.ModuleType(name)
+            sys.modules[name] = module
+            if package:
+                setattr(sys.modules[package], name.rpartition(".")[2], module)
         module.__file__, module.__package__ = str(file), package
-        sys.modules[name] = module
-        if package:
-            setattr(sys.modules[package], name.rpartition(".")[2], module)
         self.run(example, source, module.__dict__)
         if models:
             self.create_models(package)
@@ -192,6 +208,8 @@ class Page:
     @staticmethod
     def open_databases(databases, base_dir):
         for alias, config in databases.items():
+            if config == {...}:  # `{"default": {...}}`: the reader's own, left out
+                continue
             engine = config["ENGINE"]
             if not engine.endswith("sqlite3"):
                 importlib.import_module(engine)  # a misspelt backend fails here
@@ -217,6 +235,15 @@ class Page:
                 self.command(words)
 
     def command(self, words):
+        if "|" in words:  # `manage.py stats --json | jq ...`: the output goes through a filter
+            at = words.index("|")
+            output = self.command(words[:at])
+            result = subprocess.run(words[at + 1:], input=output, capture_output=True, text=True,
+                                    timeout=60)
+            if result.returncode:
+                raise SnippetError(f"{shlex.join(words[at + 1:])} exited with {result.returncode}"
+                                   f" on:\n{output}\n{result.stderr}")
+            return result.stdout
         env = {}
         while words and re.match(r"\w+=", words[0]):
             key, _, value = words.pop(0).partition("=")
@@ -224,14 +251,22 @@ class Page:
         if words[:2] == ["python", "manage.py"]:
             with patched_environ(env):
                 return self.manage(words[2:])
-        if words[0] == "python":
-            result = subprocess.run([sys.executable, *words[1:]], env={**os.environ, **env},
-                                    capture_output=True, text=True, timeout=60)
-            if result.returncode:
-                raise SnippetError(f"{shlex.join(words)} failed:\n{result.stderr}")
-            return
+        if words[:2] == ["bash", "scripts/docs.sh"]:  # the site, built by this environment
+            with tempfile.TemporaryDirectory() as site:
+                return self.subprocess(words, {**env, "SQLQUEUE_DOCS_PYTHON": sys.executable,
+                                               "SQLQUEUE_DOCS_SITE": site}, timeout=300)
+        if words[:2] == ["python", "-c"]:
+            return self.subprocess([sys.executable, *words[1:]], env)
         raise SnippetError(f"cannot run {shlex.join(words)!r} here: put a "
                            "<!-- skip: next \"why\" --> marker before the block")
+
+    @staticmethod
+    def subprocess(words, env, timeout=60):
+        result = subprocess.run(words, env={**os.environ, **env}, cwd=ROOT, capture_output=True,
+                                text=True, timeout=timeout)
+        if result.returncode:
+            raise SnippetError(f"{shlex.join(words)} failed:\n{result.stdout}{result.stderr}")
+        return result.stdout
 
     @staticmethod
     def manage(arguments):
@@ -240,13 +275,14 @@ class Page:
             arguments = one_process(arguments)
             if "--burst" not in arguments:
                 arguments.append("--burst")
-        out = io.StringIO()
+        out, err = io.StringIO(), io.StringIO()
         try:
-            call_command(name, *arguments, stdout=out, stderr=out)
+            call_command(name, *arguments, stdout=out, stderr=err)
         except SystemExit as exit:
             if exit.code:
                 raise SnippetError(f"manage.py {name} exited with {exit.code}:\n"
-                                   f"{out.getvalue()}") from None
+                                   f"{out.getvalue()}{err.getvalue()}") from None
+        return out.getvalue()
 
     # End ------------------------------------------------------------------------------------
 
@@ -260,6 +296,7 @@ class Page:
                 file.unlink()
             else:
                 file.write_text(text)
+        sys.modules.pop("shop.tasks", None)
         site = str(settings.BASE_DIR)
         for name in set(sys.modules) - self.modules:  # the page's own files, not libraries
             if str(getattr(sys.modules[name], "__file__", None) or "").startswith(site):
@@ -272,6 +309,16 @@ class Page:
         registry._tasks.update(self.tasks)
         declare._declared.clear()
         declare._declared.update(self.declared)
+
+
+class PageModule(types.ModuleType):
+    """``shop.tasks`` during a page: its own names, then the page's."""
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["page_namespace"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def one_process(arguments):
