@@ -48,6 +48,7 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from django_sqlqueue import registry
 from django_sqlqueue.schedules import declare
+from django_sqlqueue.waiting import listener
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE_HEADER = re.compile(r"#\s+([\w/]+\.py)\b")
@@ -287,6 +288,7 @@ class Page:
     # End ------------------------------------------------------------------------------------
 
     def close(self):
+        listener.stop_all()  # a page's waits on PostgreSQL LISTEN on a connection of their own
         for override in reversed(self.overrides):
             override.disable()
         if apps.all_models["shop"]:
