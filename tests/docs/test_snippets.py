@@ -4,6 +4,7 @@ marker; the marked ones stay under a tenth. A page about PostgreSQL runs on Post
 others on SQLite; SQLQUEUE_DOCS_EVERY_PAGE=1 runs every page on the pass's database."""
 
 import os
+import re
 import unittest
 from pathlib import Path
 
@@ -28,14 +29,9 @@ def kind(example) -> str:
     return "marker"
 
 
-@pytest.mark.django_db(transaction=True, databases="__all__")
-@pytest.mark.parametrize("path", PAGES, ids=[path.name for path in PAGES])
-def test_page_runs_as_written(path):
-    on_postgresql = VENDOR == "postgresql"
-    every_page = os.environ.get("SQLQUEUE_DOCS_EVERY_PAGE") == "1"  # each page on this database
-    if (path.name in POSTGRESQL_PAGES) != on_postgresql and not every_page:
-        pytest.skip("runs in the " + ("PostgreSQL" if not on_postgresql else "SQLite")
-                    + " pass")
+def run_page(path) -> tuple:
+    """Runs the page's blocks in order; returns (executed, marked, hidden) or raises, naming the
+    block."""
     document = site.SYBIL.parse(path)
     page = site.CURRENT["page"] = site.Page(path)
     page.adopt(document.namespace)
@@ -63,6 +59,18 @@ def test_page_runs_as_written(path):
     finally:
         page.close()
         site.CURRENT.clear()
+    return executed, marked, hidden_blocks
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+@pytest.mark.parametrize("path", PAGES, ids=[path.name for path in PAGES])
+def test_page_runs_as_written(path):
+    on_postgresql = VENDOR == "postgresql"
+    every_page = os.environ.get("SQLQUEUE_DOCS_EVERY_PAGE") == "1"  # each page on this database
+    if (path.name in POSTGRESQL_PAGES) != on_postgresql and not every_page:
+        pytest.skip("runs in the " + ("PostgreSQL" if not on_postgresql else "SQLite")
+                    + " pass")
+    executed, marked, hidden_blocks = run_page(path)
     TALLY["executed"] += executed
     TALLY["marked"] += marked
     TALLY["hidden"] += hidden_blocks
@@ -79,3 +87,24 @@ def test_marked_snippets_are_under_a_tenth():
                       if kind(example) == "marker" and example.parsed[0] == "next")
         snippets += sum(1 for example in examples if kind(example) == "snippet")
     assert marked * 10 < snippets, f"{marked} of {snippets} snippets are marked"
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+@pytest.mark.parametrize(("block", "error"), [
+    ("```bash\nmake deploy\n```\n", "cannot run 'make deploy' here: put a <!-- skip"),
+    ("<!-- skip: next -->\n```bash\nmake deploy\n```\n", "a skip marker without a reason"),
+    ("```python\nundefined_name\n```\n", "NameError"),
+], ids=["unmarked", "no reason", "broken"])
+def test_a_block_that_neither_runs_nor_says_why_fails(tmp_path, block, error):
+    page = tmp_path / "new-page.md"
+    page.write_text("# A new page\n\n" + block)
+    with pytest.raises(AssertionError, match=re.escape(error)):
+        run_page(page)
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_a_marked_block_is_counted_not_run(tmp_path):
+    page = tmp_path / "new-page.md"
+    page.write_text('<!-- skip: next "a deployment file" -->\n```bash\nmake deploy\n```\n\n'
+                    "```bash\npython manage.py check\n```\n")
+    assert run_page(page) == (1, 1, 0)
