@@ -14,6 +14,9 @@
 #     integration, admin, the django.tasks backend);
 #   - Django 6.1 again, integration, process and chaos tests on PostgreSQL through a PgBouncer in
 #     transaction pooling mode (tests/pgbouncer.py), minus the slow ones.
+#   - Django 6.1 again, the docs (tests/docs, on settings of their own, tests/docs/settings.py):
+#     every snippet of README.md and docs/*.md, the facts they state, the strict build of the
+#     site (scripts/docs.sh) on SQLite; the pages about PostgreSQL on PostgreSQL.
 #   The worker runs as a subprocess, the same code on every Django: each process test runs once
 #   on each database (PostgreSQL: Django 5.2; PgBouncer, MariaDB, SQLite: Django 6.1), so that
 #   both the LTS and the newest Django run real workers; the chaos suite runs on 6.1 on each.
@@ -46,7 +49,7 @@ if [ -z "${DATABASE_URL:-}" ] && ! have_pgbouncer; then
     echo "The pgbouncer pass will fail without it." >&2; }
 fi
 # MariaDB: the server for the mariadb pass (tests/mariadb_server.py) and the headers that
-# mysqlclient (in the test extra) is built against.
+# mysqlclient (in the mariadb extra) is built against.
 if ! have_mariadb; then
   apt_install "MariaDB server (mariadbd, mariadb-install-db)" mariadb-server || {
     echo "The mariadb pass will fail without it." >&2; }
@@ -54,6 +57,11 @@ fi
 if ! have_mariadb_headers; then
   apt_install "MariaDB client headers (to build mysqlclient)" libmariadb-dev pkg-config gcc || {
     echo "pip cannot build mysqlclient without them." >&2; exit 1; }
+fi
+
+# jq: docs/observability.md pipes `manage.py stats --json` into it, and tests/docs runs that.
+if ! command -v jq >/dev/null; then
+  apt_install "jq (for a docs example)" jq || echo "The docs pass will fail without it." >&2
 fi
 
 # The admin's browser test (tests/admin/test_browser.py) drives Debian's Chromium through its
@@ -74,7 +82,9 @@ make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
     "$2" -m venv "$1"
   fi
   echo "==> Installing django-sqlqueue, its test dependencies and $3 into $1"
-  "$1/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]' "$3"
+  # test: SQLite and PostgreSQL; mariadb: mysqlclient, for the MariaDB passes; docs: the site,
+  # which the docs pass builds.
+  "$1/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,mariadb,docs]' "$3"
 }
 
 PY312=$(python_at_least 3.12) || {
@@ -130,6 +140,12 @@ add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
 # [10.9 with its process tests, which run in the Django 5.2 PostgreSQL pass; 2.4]
 add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql \
   --ignore=tests/chaos --ignore=tests/process
+# [about 1.5, new] The docs: every snippet of README.md and docs/*.md run in a site of their own
+# (tests/docs/settings.py), the facts the docs state checked against the code, and the site
+# built strictly (scripts/docs.sh); the pages about PostgreSQL in the PostgreSQL docs pass.
+add_pass "Django 6.1 SQLite docs" .venv-django6 sqlite --ds=tests.docs.settings tests/docs
+add_pass "Django 6.1 PostgreSQL docs" .venv-django6 postgresql --ds=tests.docs.settings \
+  tests/docs/test_snippets.py
 # [2.0; 1.9]
 add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \
   tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"

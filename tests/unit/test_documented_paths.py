@@ -58,7 +58,8 @@ def code_imports():
             for match in re.finditer(r"^from (django_sqlqueue[\w.]*) import ([\w, ]+)", block,
                                      re.M):
                 if not match[1].startswith("django_sqlqueue.admin"):
-                    found.add((match[1], tuple(n.strip() for n in match[2].split(","))))
+                    found.add((match[1], tuple(n.split(" as ")[0].strip()  # `import a as b`
+                                               for n in match[2].split(","))))
     return sorted(found)
 
 
