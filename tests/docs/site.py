@@ -46,7 +46,7 @@ from django.test.utils import override_settings
 from sybil import Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
-from django_sqlqueue import registry
+from django_sqlqueue.enqueue import registered as registry
 from django_sqlqueue.schedules import declare
 from django_sqlqueue.waiting import listener
 
