@@ -1,4 +1,5 @@
-"""The job table's autovacuum settings (PostgreSQL only): see sql.job_table_storage_parameters.
+"""The job table's autovacuum settings (PostgreSQL only): see db/postgresql.py's
+job_table_storage_parameters.
 
 Django's models cannot express storage parameters, so this is SQL, run only on PostgreSQL; on
 other databases both directions do nothing, and the model state is unchanged (makemigrations
@@ -7,7 +8,10 @@ sees no difference).
 
 from django.db import migrations
 
-from django_sqlqueue import sql
+from django_sqlqueue.db.postgresql import (
+    job_table_storage_parameters,
+    reset_job_table_storage_parameters,
+)
 
 
 def _on_postgresql(statement):
@@ -25,8 +29,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _on_postgresql(sql.job_table_storage_parameters),
-            _on_postgresql(sql.reset_job_table_storage_parameters),
+            _on_postgresql(job_table_storage_parameters),
+            _on_postgresql(reset_job_table_storage_parameters),
             elidable=False,
             # Only where the job table is: routers decide per model (a jobs database of its
             # own, docs/scaling.md), and a database without the table must skip this.

@@ -1,7 +1,7 @@
 """MariaDB's stand-ins for the job table's partial indexes and partial unique constraint
-(sql_mariadb.py says how): generated columns, and the ready indexes and the unique key's index
-on them. Only on MariaDB; on other databases both directions do nothing and the model state is
-unchanged (makemigrations sees no difference).
+(db/mariadb_statements.py says how): generated columns, and the ready indexes and the unique
+key's index on them. Only on MariaDB; on other databases both directions do nothing and the
+model state is unchanged (makemigrations sees no difference).
 
 MariaDB's DDL is not transactional: each direction is one ALTER TABLE, which MariaDB applies
 whole or not at all, so a run that fails leaves the table as it was and can simply run again.
@@ -9,7 +9,7 @@ whole or not at all, so a run that fails leaves the table as it was and can simp
 
 from django.db import migrations
 
-from django_sqlqueue import sql_mariadb
+from django_sqlqueue.db import mariadb_statements
 
 
 def _on_mariadb(statement):
@@ -30,8 +30,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _on_mariadb(sql_mariadb.add_generated_columns),
-            _on_mariadb(sql_mariadb.drop_generated_columns),
+            _on_mariadb(mariadb_statements.add_generated_columns),
+            _on_mariadb(mariadb_statements.drop_generated_columns),
             elidable=False,
             # Only where the job table is (a jobs database of its own, docs/scaling.md).
             hints={"model_name": "job"},

@@ -17,9 +17,9 @@ from ..workflows.settle import settle
 from .dependency import JobDependency
 from .step import JobStep
 
-#: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
+#: The error type a rescue records: ``run.outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
-WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
+WORKER_LOST_TYPE = "django_sqlqueue.run.outcomes.WorkerLost"
 
 
 class JobMaintenance:

@@ -10,9 +10,9 @@ from django.db import connection
 from django.utils import timezone
 
 from django_sqlqueue import current_job
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
-from django_sqlqueue.retry import retry_delay_seconds
+from django_sqlqueue.run.execution import run_job
+from django_sqlqueue.run.retry import retry_delay_seconds
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, claimed_job
 from tests.testapp.models import Execution

@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.models import Job, Schedule
+from django_sqlqueue.schedules import operations
 from tests.support.start_line import go
 from tests.testapp.tasks import add, tick_seen
 
@@ -28,7 +29,7 @@ def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, d
                                                            run_python, tmp_path):
     schedule(every=60, name="race-interval", args=[1, 2])(add)
     schedule(cron="* * * * *", timezone="Europe/Berlin", name="race-cron")(tick_seen)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     totals = race(run_python, db_url, tmp_path, "ticker", T0 + MINUTE, TICKS)
 
     expected = {T0 + k * MINUTE for k in range(1, TICKS + 1)}

@@ -5,8 +5,8 @@ import pytest
 
 from django_sqlqueue import step, step_key
 from django_sqlqueue.exceptions import StepError
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job, JobStep
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.run.runner import run
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import claimed_job

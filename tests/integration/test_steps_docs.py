@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.models import Stock
 

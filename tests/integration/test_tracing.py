@@ -8,9 +8,9 @@ import sys
 import pytest
 from django.db import connection
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
 from django_sqlqueue.observability import tracing
+from django_sqlqueue.run.execution import run_job
 from tests.conftest import ROOT
 from tests.testapp.tasks import add, always_fails
 

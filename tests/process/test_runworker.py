@@ -72,7 +72,7 @@ def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
     # nothing about the job.
     assert job.interruptions == 0
     (entry,) = job.errors
-    assert entry["type"] == "django_sqlqueue.outcomes.WorkerStopped" and entry["interrupted"]
+    assert entry["type"] == "django_sqlqueue.run.outcomes.WorkerStopped" and entry["interrupted"]
     assert entry["message"].endswith(
         "shut down while running attempt 1; the job runs again, the attempt not counted.")
 

@@ -1,7 +1,6 @@
 """No import cycles between the package's modules, counting imports inside functions: a lower
 layer never imports an upper one (the run path never imports the django.tasks backend, the
-outcomes never import the models), and the package never imports its own old paths (the thin
-modules kept where a documented module was before it moved)."""
+outcomes never import the models)."""
 
 import ast
 from pathlib import Path
@@ -15,7 +14,7 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 #: names it (``schedules.operations`` is an operation, the rest of ``schedules`` a duty).
 LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals")),
-    ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
+    ("database", ("db", "migration_operations")),
     ("duties", (
         "enqueue", "claim", "run", "registry", "schedules", "workflows", "waiting",
         "observability.metrics", "observability.tracing", "observability.durations",
@@ -90,13 +89,12 @@ def cycles(graph: dict) -> list:
 
 
 def scan():
-    """The package's modules (but its migrations), what each imports, and its old paths."""
+    """The package's modules (but its migrations), and what each imports."""
     paths = [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
     modules = {module_name(p) for p in paths}
     graph = {module_name(p): imports_of(p, modules) for p in paths}
-    old_paths = {module_name(p) for p in paths if "sys.modules[__name__] = " in p.read_text()}
     assert graph["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
-    return graph, old_paths
+    return graph
 
 
 def layer_of(module: str) -> int:
@@ -109,24 +107,17 @@ def layer_of(module: str) -> int:
 
 
 def test_the_package_has_no_import_cycles():
-    graph, _ = scan()
+    graph = scan()
     assert cycles(graph) == []
 
 
 def test_lower_layers_never_import_upper_ones():
-    graph, old_paths = scan()
+    graph = scan()
     upward = [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {imported} "
         f"({LAYERS[layer_of(imported)][0]})"
-        for module, imported_modules in sorted(graph.items()) if module not in old_paths
+        for module, imported_modules in sorted(graph.items())
         for imported in sorted(imported_modules)
-        if imported not in old_paths and layer_of(imported) > layer_of(module)
+        if layer_of(imported) > layer_of(module)
     ]
     assert upward == []
-
-
-def test_the_package_never_imports_its_old_paths():
-    graph, old_paths = scan()
-    assert {"django_sqlqueue.scheduling", "django_sqlqueue.runner"} <= old_paths
-    assert [(module, sorted(imported & old_paths)) for module, imported in sorted(graph.items())
-            if imported & old_paths and module not in old_paths] == []
