@@ -1,5 +1,5 @@
 """JobQuerySet, the manager of Job: filters are adjectives (``ready``), state changes are verbs
-(``claim``). Documented as ``django_sqlqueue.queries``, its path before models/ was a package."""
+(``claim``)."""
 
 import datetime as dt
 
@@ -9,8 +9,7 @@ from django.db.models import Case, Exists, F, Max, OuterRef, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from ..claim import limited as queue_limits
-from ..claim import plain
+from ..claim import limited, plain
 from ..claim.plain import CLAIM_ORDER
 from ..conf import get_settings
 from ..db import ops
@@ -193,7 +192,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
         Paused queues are skipped and limited ones claimed within their limits
         (claim/limited.py), as the Queue table says: read now, or as given in ``controls``
-        (``queue_limits.read_controls``; a worker reads it once per poll interval). With no
+        (``limited.read_controls``; a worker reads it once per poll interval). With no
         queue paused or limited, the claim is the one statement above.
 
         ``after``: a position in claim order, ``(priority, run_at, id)``; only jobs after it
@@ -211,11 +210,11 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         if hasattr(lease_seconds, "total_seconds"):
             lease_seconds = lease_seconds.total_seconds()
         if controls is None:
-            controls = queue_limits.read_controls(self.model, self._write_alias())
+            controls = limited.read_controls(self.model, self._write_alias())
         if controls.unused:
             return self.claim_ready(queues, worker_id, limit, lease_seconds, now, after=after)
-        return queue_limits.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
-                                             controls)
+        return limited.claim_controlled(self, queues, worker_id, limit, lease_seconds, now,
+                                        controls)
 
     def claim_ready(self, queues, worker_id, limit, lease_seconds, now=None, *,
                     after=None) -> list:

@@ -1,4 +1,4 @@
-"""Pauses and limits, enforced by the claim (queue_limits.py), one claim at a time. The races
+"""Pauses and limits, enforced by the claim (claim/limited.py), one claim at a time. The races
 between worker processes are in tests/process/test_limits_race.py."""
 
 import datetime as dt
