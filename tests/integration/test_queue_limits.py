@@ -12,14 +12,11 @@ from django_sqlqueue.exceptions import InvalidConcurrencyKey, InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
 from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
+from tests.support.claims import claim
 from tests.support.plans import explain
 from tests.testapp.tasks import add, send_email
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def claim(queues=None, limit=50, **options):
-    return Job.objects.claim(queues, "w", limit=limit, **options)
 
 
 def finish(jobs):
