@@ -124,8 +124,8 @@ def measure(args):
     from django.urls import reverse
 
     import django_sqlqueue
-    from django_sqlqueue import snapshot
     from django_sqlqueue.models import Job
+    from django_sqlqueue.observability import snapshot
     from django_sqlqueue.worker.maintenance.rollup import Rollup
 
     print(f"django-sqlqueue from {Path(django_sqlqueue.__file__).parent}")

@@ -120,7 +120,7 @@ def main():
     parser.add_argument("--no-plans", dest="plans", action="store_false")
     args = parser.parse_args()
     with bench_database(args.database, "benchmarks.django_settings", "fair_claim_cost") as db:
-        from django_sqlqueue.queues import control as queue_control
+        from django_sqlqueue.queues import control
 
         print(f"{args.database}: {db.settings()}", flush=True)
         print(f"claims of {args.limit} jobs, ms per claim; one key has {args.backlog:,} ready "
@@ -133,7 +133,7 @@ def main():
                 if fair and args.plans:
                     for title, plan in plans():
                         print(f"--- {keys:,} keys: {title}\n{plan}", flush=True)
-                queue_control.set_fair("default", fair)
+                control.set_fair("default", fair)
                 times = time_claims(args.claims, args.limit)
                 print(f"  {keys:>6,} keys  {'fair ' if fair else 'plain'}  "
                       f"p50 {statistics.median(times):7.2f}  "

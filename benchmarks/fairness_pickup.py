@@ -107,11 +107,11 @@ def run_scenario(database, name: str, plan: list, backlog: int, logdir: Path,
                  job_ms: int, concurrency: int) -> dict:
     from benchmarks.benchapp.tasks import nap
     from django_sqlqueue.models import Job
-    from django_sqlqueue.queues import control as queue_control
+    from django_sqlqueue.queues import control
     from django_sqlqueue.statuses import JobStatus
 
     empty_tables()
-    queue_control.set_fair("default", name != "plain")
+    control.set_fair("default", name != "plain")
     if name != "empty":
         big = nap.using(concurrency_key=BIG)
         Job.objects.bulk_enqueue(big.prepare(job_ms / 1000) for _ in range(backlog))

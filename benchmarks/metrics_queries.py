@@ -59,7 +59,7 @@ def measure(label: str) -> None:
 
     from django_sqlqueue.models import Job
     from django_sqlqueue.observability.queue_metrics import QueueMetricsCollector
-    from django_sqlqueue.scheduling import database_now
+    from django_sqlqueue.schedules.operations import database_now
 
     collector = QueueMetricsCollector("default")
     list(collector.collect())  # warm: connection, caches

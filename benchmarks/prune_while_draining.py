@@ -11,9 +11,9 @@ two ``runworker`` processes (``--processes 2``, every other option at its defaul
 
 1. **baseline**: the workers do not prune (``KEEP_SUCCEEDED_SECONDS`` None).
 2. **cleaner**: the workers run with the default retention, so their maintenance leader prunes
-   the backlog as in production (worker/cleaner.py: batches of 1000 rows, each its own short
-   transaction, runs of at most 10 s with the other steps in between), starting at its first
-   pass, one maintenance interval after it starts.
+   the backlog as in production (worker/maintenance/cleaner.py: batches of 1000 rows, each its
+   own short transaction, runs of at most 10 s with the other steps in between), starting at
+   its first pass, one maintenance interval after it starts.
 3. **one transaction**: the workers do not prune; once they are draining, this script prunes the
    backlog as maintenance did before it was split into steps (commit 991c63d): the whole pass
    one transaction, selecting 1000 ids and deleting them, again and again.

@@ -73,7 +73,7 @@ READY = ("FROM django_sqlqueue_job WHERE status IN ('queued', 'failed') AND run_
          "AND (expires_at IS NULL OR expires_at > now())")
 CLAIM_PROBE = f"SELECT priority, run_at, id {READY} ORDER BY priority DESC, run_at, id LIMIT 10"
 #: The bounded read (ready_ids_after) the workers use while full claims are slow
-#: (worker/claim_bound.py): the rows after a position in claim order. The probe's position is
+#: (claim/bounded.py): the rows after a position in claim order. The probe's position is
 #: the first row its previous read found, about 100 ms old: a worker's is its last claimed job,
 #: a few ms old, so the probe steps over more claimed entries than a worker does.
 BOUNDED_PROBE = (

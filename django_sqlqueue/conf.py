@@ -82,7 +82,7 @@ class QueueSettings:
     POLL_INTERVAL_SECONDS: float = 1.0
     # A worker whose claims (from the front of claim order) took longer than this, three in a
     # row, claims only the jobs after the last one it claimed, so that its scan skips what a
-    # long transaction elsewhere keeps in the ready index (worker/claim_bound.py). None: never;
+    # long transaction elsewhere keeps in the ready index (claim/bounded.py). None: never;
     # claims always in exact claim order.
     SLOW_CLAIM_SECONDS: float | None = 0.01
     # While it does, it still claims from the front at least this often: the longest a job
@@ -117,8 +117,8 @@ class QueueSettings:
     # from the jobs database. Writes and the claim never use it (docs/topology.md).
     READ_DATABASE: str | None = None
     # How often a worker runs maintenance: expire, rescue lost leases, prune, reap dead workers.
-    # One worker at a time, the leader, does it (worker/leader.py); the leader's term is three
-    # intervals, so a dead leader is replaced within about that.
+    # One worker at a time, the leader, does it (worker/maintenance/leader.py); the leader's
+    # term is three intervals, so a dead leader is replaced within about that.
     MAINTENANCE_INTERVAL_SECONDS: float = 5.0
     # Rows per statement in maintenance's expire, rescue and prune steps; each batch is its own
     # short transaction. Larger: fewer round trips, longer row locks.

@@ -222,10 +222,10 @@ def run_python():
 def declared_schedules():
     """The registry of @schedule declarations, emptied for the test and restored after it:
     a test declares its own schedules without leaking them into others."""
-    from django_sqlqueue.schedules import declare as schedules
+    from django_sqlqueue.schedules import declare
 
-    saved = dict(schedules._declared)
-    schedules._declared.clear()
-    yield schedules._declared
-    schedules._declared.clear()
-    schedules._declared.update(saved)
+    saved = dict(declare._declared)
+    declare._declared.clear()
+    yield declare._declared
+    declare._declared.clear()
+    declare._declared.update(saved)

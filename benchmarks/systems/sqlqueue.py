@@ -40,10 +40,10 @@ class System(WorkflowSystem, harness.System):
     def limit_keys(self, keys, key_limit):
         """The drain_keyed scenario: the next prefill spreads the jobs over ``keys`` concurrency
         keys, and the queue allows ``key_limit`` running jobs per key (None: back to none)."""
-        from django_sqlqueue.queues import control as queue_control
+        from django_sqlqueue.queues import control
 
         self.keys = keys
-        queue_control.set_limits("default", key_concurrency_limit=key_limit)
+        control.set_limits("default", key_concurrency_limit=key_limit)
 
     def version(self):
         import django

@@ -32,7 +32,7 @@ from ..conf import get_settings
 from ..models import Job, ScaleEvent
 from ..observability import fleet, snapshot
 from ..observability.replica import read_alias
-from ..queues import control as queue_control
+from ..queues.control import QueueState, states
 from ..statuses import JobStatus
 from .chart import throughput_svg
 from .display import BREADCRUMBS_AS_LIST, STATUS_COLOURS, seconds_text, status_label
@@ -61,9 +61,9 @@ class QueueCard:
 
     queue: snapshot.QueueSnapshot
     list_url: str = ""
-    # Its pause, limits and what its waiting jobs wait on (queue_control.states), if it has a
+    # Its pause, limits and what its waiting jobs wait on (queues/control.py's states), if it has a
     # Queue row.
-    control: queue_control.QueueState | None = None
+    control: QueueState | None = None
     bars: list = field(default_factory=list)  # (label, count, colour, width %, list url)
     chart: str = ""
 
@@ -158,7 +158,7 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
     snap = snapshot.take(alias=alias, now=now or timezone.now())
     # The Queue rows, with the counts of the snapshot (one more query; a limited queue adds
     # one or two to count what waits on its limits).
-    controls = {state.name: state for state in queue_control.states(
+    controls = {state.name: state for state in states(
         using=alias, now=now,
         running={queue.name: queue.counts["running"] for queue in snap.queues},
         ready={queue.name: queue.counts["queued"] for queue in snap.queues})}

@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html
 
-from ..queues import control as queue_control
+from ..queues import control
 
 
 class QueueChangeList(ChangeList):
@@ -19,9 +19,9 @@ class QueueChangeList(ChangeList):
 
     def get_results(self, request):
         super().get_results(request)
-        states = {state.name: state for state in queue_control.states(using=self.queryset.db)}
+        states = {state.name: state for state in control.states(using=self.queryset.db)}
         for row in self.result_list:
-            row.state = states.get(row.name) or queue_control.QueueState(row.name)
+            row.state = states.get(row.name) or control.QueueState(row.name)
 
 
 class QueueForm(forms.ModelForm):
@@ -84,12 +84,12 @@ class QueueAdmin(admin.ModelAdmin):
     def pause_queues(self, request, queryset):
         by = request.user.get_username()
         for row in queryset:
-            queue_control.pause(row.name, by=by, using=queryset.db)
+            control.pause(row.name, by=by, using=queryset.db)
         self.message_user(request, f"Paused {queryset.count()} queue(s); workers stop claiming "
                           "from them within one poll interval.", messages.SUCCESS)
 
     @admin.action(description="Resume the selected queues", permissions=["pause"])
     def resume_queues(self, request, queryset):
         for row in queryset:
-            queue_control.resume(row.name, using=queryset.db)
+            control.resume(row.name, using=queryset.db)
         self.message_user(request, f"Resumed {queryset.count()} queue(s).", messages.SUCCESS)

@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from ..models import Job, Schedule
-from ..schedules import operations as scheduling
+from ..schedules import operations
 from .display import between, breakable, pretty_json, seconds_text, status_badge, when
 from .schedule_form import RuntimeScheduleEditing
 
@@ -228,14 +228,14 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
     @admin.action(permissions=["pause"], description="Pause (no ticks until resumed)")
     def pause(self, request, queryset):
         selected = queryset.count()
-        changed = scheduling.pause(queryset, by=who(request))
+        changed = operations.pause(queryset, by=who(request))
         self._report(request, "pause", selected, changed, "paused",
                      "they were already paused, or retired")
 
     @admin.action(permissions=["pause"], description="Resume (from the next tick)")
     def resume(self, request, queryset):
         selected = queryset.count()
-        changed = scheduling.resume(queryset)
+        changed = operations.resume(queryset)
         self._report(request, "resume", selected, changed, "resumed",
                      "they were not paused, or retired")
 
@@ -243,7 +243,7 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
     def run_now(self, request, queryset):
         enqueued = []
         for row in queryset.current():
-            enqueued.append((row, scheduling.run_now(row, by=who(request))))
+            enqueued.append((row, operations.run_now(row, by=who(request))))
         for row, job in enqueued:
             url = reverse("admin:django_sqlqueue_job_change", args=[job.pk],
                           current_app=self.admin_site.name)

@@ -69,7 +69,7 @@ class Job(models.Model):
 
     result = models.JSONField(null=True, blank=True)
     # One entry per failed or interrupted attempt: {"attempt", "at", "type", "message",
-    # "traceback", "worker"}, and "interrupted": true for an interruption (outcomes.py).
+    # "traceback", "worker"}, and "interrupted": true for an interruption (run/outcomes.py).
     errors = models.JSONField(db_default=models.Value("[]"))
     # NULL, not "", means "no key": the partial unique index skips NULLs.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001

@@ -14,9 +14,9 @@ from ..db.clock import DatabaseNow
 from .dependency import JobDependency
 from .step import JobStep
 
-#: The error type a rescue records: ``outcomes.WorkerLost``, named here so this module does not
+#: The error type a rescue records: ``run.outcomes.WorkerLost``, named here so this module does not
 #: import outcomes (a test pins the two together).
-WORKER_LOST_TYPE = "django_sqlqueue.outcomes.WorkerLost"
+WORKER_LOST_TYPE = "django_sqlqueue.run.outcomes.WorkerLost"
 
 
 class JobMaintenance:

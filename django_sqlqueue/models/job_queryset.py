@@ -1,5 +1,5 @@
 """JobQuerySet, the manager of Job: filters are adjectives (``ready``), state changes are verbs
-(``claim``). Documented as ``django_sqlqueue.queries``, its path before models/ was a package.
+(``claim``).
 
 The models sit below the duties (enqueue/, claim/, workflows/...): a state change here imports
 its duty inside the method and hands the work down; no duty calls these methods back, so the

@@ -44,7 +44,7 @@ class Queue(models.Model):
     and fair shares between the concurrency keys (``fair``, ``key_weights``).
 
     A queue needs no row: without one (or with every limit empty and no pause) its jobs are
-    claimed by the plain single-statement claim. Rows are written by ``queue_control`` (code,
+    claimed by the plain single-statement claim. Rows are written by ``queues/control.py`` (code,
     the admin, ``manage.py queues``). The claim of a limited queue updates the row first, which
     serialises the claims of that queue (a row lock on PostgreSQL, the write lock on SQLite),
     and keeps the start times the rate limits count in ``recent_starts``.

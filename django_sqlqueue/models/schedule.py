@@ -47,9 +47,9 @@ class Schedule(models.Model):
 
     ``next_run_at`` is the cursor: the first tick not yet handled. The scheduler of any worker
     enqueues due ticks and moves the cursor in one transaction that first updates this row
-    fenced on the cursor and ``version`` as it read them (scheduling.py), so each tick is
-    decided once, by one process. A row is self-contained: the job options are resolved when
-    it is synced, so any worker can enqueue its ticks without the task's code.
+    fenced on the cursor and ``version`` as it read them (schedules/operations.py), so each
+    tick is decided once, by one process. A row is self-contained: the job options are resolved
+    when it is synced, so any worker can enqueue its ticks without the task's code.
     """
 
     CODE, RUNTIME = "code", "runtime"

@@ -8,8 +8,9 @@ from ..statuses import JobStatus
 class ThroughputCount(models.Model):
     """How many jobs of a queue and task ended with a final status in one minute or one hour:
     the rollup the dashboard and ``manage.py stats`` read throughput from, so that counting a
-    week of finished jobs reads a few hundred rows, not millions (worker/rollup.py writes them;
-    throughput.py reads them). Kept after the jobs themselves are pruned."""
+    week of finished jobs reads a few hundred rows, not millions (worker/maintenance/rollup.py
+    writes them; observability/throughput.py reads them). Kept after the jobs themselves are
+    pruned."""
 
     MINUTE, HOUR = 60, 3600
 

@@ -41,7 +41,7 @@ class Worker(models.Model):
 class Leader(models.Model):
     """Who does a cluster-wide duty, one row per duty (``"maintenance"``): a lease held by one
     worker until ``expires_at``, renewed by the holder, taken over by another once it runs out
-    (worker/leader.py). Times are the database's clock."""
+    (worker/maintenance/leader.py). Times are the database's clock."""
 
     name = models.CharField(max_length=100, primary_key=True)
     holder = models.CharField(max_length=255)  # a Worker.name, or another caller's id

@@ -260,14 +260,9 @@ class WorkerLost(Exception):  # noqa: N818 - recorded as the error type of a los
     """The worker running this attempt stopped renewing its lease (killed, hung, machine gone):
     an interruption, not a failure of the job."""
 
-    # Rows record the error type as module.qualname: the path it had before the module moved.
-    __module__ = "django_sqlqueue.outcomes"
-
 
 class WorkerStopped(Exception):  # noqa: N818 - recorded as the error type of a released run
     """The worker running this attempt shut down before it finished, and gave the job back."""
-
-    __module__ = "django_sqlqueue.outcomes"  # as WorkerLost's
 
 
 def rescue(job, *, now=None, reason="its lease expired") -> bool:

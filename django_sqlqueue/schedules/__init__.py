@@ -4,23 +4,10 @@
 ``runtime.py`` (schedules made at run time: add, update, remove); their queryset is the model's
 (models/schedule.py). The worker's periodic step is ``worker/scheduler.py``.
 
-``django_sqlqueue.schedules`` was the module ``declare.py`` is now (docs/api.md): its public names
-stay importable from here.
+The names docs/api.md gives for ``django_sqlqueue.schedules`` are the public face of this
+folder: what a project reads of its declared schedules.
 """
 
-from .declare import (
-    DEFAULT_CATCH_UP,
-    DEFAULT_GRACE_SECONDS,
-    JOB_OPTION_FIELDS,
-    NAME_RE,
-    ScheduleSpec,
-    declared,
-    register,
-    schedule,
-    tick_key,
-)
+from .declare import ScheduleSpec, declared, tick_key
 
-__all__ = [
-    "DEFAULT_CATCH_UP", "DEFAULT_GRACE_SECONDS", "JOB_OPTION_FIELDS", "NAME_RE", "ScheduleSpec",
-    "declared", "register", "schedule", "tick_key",
-]
+__all__ = ["ScheduleSpec", "declared", "tick_key"]

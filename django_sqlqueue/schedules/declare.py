@@ -12,7 +12,7 @@
 ``@schedule`` goes above ``@job`` (or above Django's ``@task`` for a task of
 ``SQLQueueBackend``) and returns the task unchanged. A declaration is checked at once, so a bad
 cron expression or time zone fails at import; it is only recorded here. Workers copy the
-declarations into the Schedule table when they start (scheduling.sync), and from then on the
+declarations into the Schedule table when they start (operations.sync), and from then on the
 table is what ticks.
 """
 

@@ -96,14 +96,14 @@ class WorkerProcess(WorkerReporting):
         )
         self.scheduler = (Scheduler(SchedulerConfig(holder=self.worker_id), alias=self.alias)
                           if config.scheduler else None)
-        self.schedules_synced = None  # scheduling.SyncResult of the sync at start
+        self.schedules_synced = None  # operations.SyncResult of the sync at start
         # Transactional jobs, with --transactional-batch: run by the lane, not claimed here.
         self.lanes = [TransactionalLane(alias=self.alias, worker_id=self.worker_id,
                                         batch=config.transactional_batch, queues=config.queues,
                                         on_result=self._lane_finished)
                       for _ in range(config.transactional_lanes if config.transactional_batch
                                      else 0)]
-        # The paused and limited queues (queue_limits.py), read again once per poll interval:
+        # The paused and limited queues (claim/limited.py), read again once per poll interval:
         # that is how soon every worker follows a pause, a resume or a new limit.
         self.controls = QueueControls(read_at=-float("inf"))
 
@@ -256,7 +256,7 @@ class WorkerProcess(WorkerReporting):
             return []
         controls = self._controls()
         started = time.monotonic()
-        # Paused or limited queues are claimed their own way (queue_limits.py), always in full.
+        # Paused or limited queues are claimed their own way (claim/limited.py), always in full.
         after = self.claim_bound.bound(started) if controls.unused else None
         claimable = Job.objects.using(self.alias)
         if self.lanes:

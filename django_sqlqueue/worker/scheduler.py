@@ -4,8 +4,9 @@ Every worker process runs it, every SCHEDULER_INTERVAL_SECONDS (1 s), on a threa
 start, it first syncs the schedules declared in the code into the table. A pass reads the due
 schedules (one indexed SELECT), plans each one's due ticks by its missed-tick policy
 (schedules/tick_plan.py), and carries the plan out in one transaction whose first statement moves
-the schedule's cursor, fenced on the cursor it read (scheduling.enqueue_ticks). Of all the workers
-that read the same cursor, one moves it and enqueues; the others find it moved and go on.
+the schedule's cursor, fenced on the cursor it read (schedules/operations.py's enqueue_ticks).
+Of all the workers that read the same cursor, one moves it and enqueues; the others find it
+moved and go on.
 
 Why every worker, not only the maintenance leader: a tick is due at a precise time, and the
 leader runs every MAINTENANCE_INTERVAL_SECONDS (5 s) and is replaced only 15 s after it dies,
@@ -24,7 +25,7 @@ from django.db import DatabaseError, connections
 
 from ..exceptions import InvalidPeriodicSchedule
 from ..models import Schedule
-from ..schedules import operations as scheduling
+from ..schedules import operations
 from .maintenance.steps import check, positive
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,9 @@ class Scheduler:
         self.alias = alias
         self._reported_broken: set = set()
 
-    def sync(self, specs=None, now=None) -> scheduling.SyncResult:
-        """Copy the declared schedules into the table (scheduling.sync); at worker start."""
-        return scheduling.sync(self.alias, specs, now=now)
+    def sync(self, specs=None, now=None) -> operations.SyncResult:
+        """Copy the declared schedules into the table (schedules/operations.py); at worker start."""
+        return operations.sync(self.alias, specs, now=now)
 
     def run_once(self, now=None) -> SchedulerResult:
         """One pass: enqueue the ticks due at ``now`` (default: the database's clock). Tests
@@ -76,12 +77,12 @@ class Scheduler:
         # after the SELECT is later, so every schedule it found is still due at it.
         due = list(schedules.due(now)[: self.config.batch_size])
         if due and now is None:
-            now = scheduling.database_now(self.alias)
+            now = operations.database_now(self.alias)
         fired = lost = enqueued = skipped = 0
         broken, failed = [], []
         for row in due:
             try:
-                plan = scheduling.plan_for(row, now)
+                plan = operations.plan_for(row, now)
             except InvalidPeriodicSchedule as exc:
                 broken.append(row.name)
                 if row.name not in self._reported_broken:  # once per process, not per second
@@ -89,7 +90,7 @@ class Scheduler:
                     logger.error("schedule name=%s cannot tick: %s", row.name, exc)
                 continue
             try:
-                result = scheduling.enqueue_ticks(row, plan, holder=self.config.holder, now=now,
+                result = operations.enqueue_ticks(row, plan, holder=self.config.holder, now=now,
                                                   alias=self.alias)
             except DatabaseError as exc:
                 if not connections[self.alias].is_usable():

@@ -18,7 +18,7 @@ TASKS = {
 PER_MINUTE = {"emails": 9, "default": 5, "billing": 3, "reports": 0.4}
 
 TIMEOUT_TRACEBACK = """Traceback (most recent call last):
-  File "/srv/shop/django_sqlqueue/execution.py", line 71, in _call
+  File "/srv/shop/django_sqlqueue/run/runner.py", line 71, in _call
     result = task.func(*args, **kwargs)
   File "/srv/shop/shop/tasks.py", line 48, in charge_card
     payment = gateway.charge(order.total, token=order.card_token)
@@ -32,7 +32,7 @@ requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='api.payments.example'
 Read timed out. (read timeout=10)
 """
 GATEWAY_TRACEBACK = """Traceback (most recent call last):
-  File "/srv/shop/django_sqlqueue/execution.py", line 71, in _call
+  File "/srv/shop/django_sqlqueue/run/runner.py", line 71, in _call
     result = task.func(*args, **kwargs)
   File "/srv/shop/shop/tasks.py", line 52, in charge_card
     payment.raise_for_status()
@@ -41,7 +41,7 @@ GATEWAY_TRACEBACK = """Traceback (most recent call last):
 shop.payments.GatewayError: 503 Service Unavailable: upstream acquirer is not responding
 """
 SMTP_TRACEBACK = """Traceback (most recent call last):
-  File "/srv/shop/django_sqlqueue/execution.py", line 71, in _call
+  File "/srv/shop/django_sqlqueue/run/runner.py", line 71, in _call
     result = task.func(*args, **kwargs)
   File "/srv/shop/shop/tasks.py", line 21, in send_receipt
     message.send()
@@ -188,7 +188,7 @@ def seed_schedules(now=None) -> list:
     ran, a frequent check whose last job failed, a paused newsletter and a retired one. Each
     last run is a job of its own, linked from the schedule."""
     from django_sqlqueue.models import Schedule
-    from django_sqlqueue.timetables import CronTimetable, IntervalTimetable, ticks_from
+    from django_sqlqueue.schedules.timetables import CronTimetable, IntervalTimetable, ticks_from
 
     now = now or timezone.now()
     options = {"queue": "default", "priority": 0, "max_attempts": 3,

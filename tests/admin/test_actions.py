@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.queries import JobQuerySet
+from django_sqlqueue.models.job_queryset import JobQuerySet
 from django_sqlqueue.workflows import chain
 from tests.admin.users import make_staff
 from tests.factories import JobFactory

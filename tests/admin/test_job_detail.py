@@ -78,7 +78,7 @@ def test_a_job_without_errors_or_worker(admin_client):
 def test_an_interruption_is_shown_apart_from_failures(admin_client):
     job = JobFactory(failed=True, attempts=2, max_attempts=2, interruptions=1, errors=[
         {"attempt": 1, "at": "2026-01-01T00:00:00+00:00", "worker": "w:1:a",
-         "type": "django_sqlqueue.outcomes.WorkerLost", "traceback": "", "interrupted": True,
+         "type": "django_sqlqueue.run.outcomes.WorkerLost", "traceback": "", "interrupted": True,
          "message": "worker w:1:a was lost while running attempt 1 (its lease expired); "
                     "interruption 1 of 3: the job runs again, the attempt not counted."},
         {"attempt": 2, "at": "2026-01-01T00:01:00+00:00", "worker": "w:2:b",

@@ -9,8 +9,8 @@ import pytest
 from django.http import Http404
 from django.test import RequestFactory
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 
 pytestmark = pytest.mark.django_db
 DOC = Path(__file__).resolve().parents[2] / "docs" / "progress.md"

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from django_sqlqueue.models import Job, Queue
-from django_sqlqueue.queues import control as queue_control
+from django_sqlqueue.queues import control
 from tests.admin.users import make_staff
 from tests.testapp.tasks import add, send_email
 
@@ -14,11 +14,11 @@ LIST = reverse("admin:django_sqlqueue_queue_changelist")
 
 
 def test_the_list_shows_limits_and_who_waits_on_which_limit(client):
-    queue_control.set_limits("default", concurrency_limit=1, key_concurrency_limit=1)
+    control.set_limits("default", concurrency_limit=1, key_concurrency_limit=1)
     add.using(concurrency_key="customer-7").enqueue(1, 1)
     add.using(concurrency_key="customer-7").enqueue(2, 2)
     Job.objects.claim(None, "w")
-    queue_control.pause("emails", by="alice")
+    control.pause("emails", by="alice")
     send_email.enqueue("x@example.com")
     client.force_login(make_staff("viewer", "view_queue"))
     page = client.get(LIST).content.decode()
@@ -29,7 +29,7 @@ def test_the_list_shows_limits_and_who_waits_on_which_limit(client):
 
 
 def test_pause_and_resume_need_their_permission(client):
-    row = queue_control.set_limits("emails", concurrency_limit=2)
+    row = control.set_limits("emails", concurrency_limit=2)
     client.force_login(make_staff("viewer", "view_queue"))
     client.post(LIST, {"action": "pause_queues", "_selected_action": [row.pk]})
     assert not Queue.objects.get(pk=row.pk).is_paused
@@ -42,7 +42,7 @@ def test_pause_and_resume_need_their_permission(client):
 
 
 def test_limits_are_edited_on_the_queue_page(client):
-    row = queue_control.set_limits("emails", concurrency_limit=2)
+    row = control.set_limits("emails", concurrency_limit=2)
     client.force_login(make_staff("op", "view_queue", "change_queue"))
     url = reverse("admin:django_sqlqueue_queue_change", args=[row.pk])
     response = client.post(url, {"name": "emails", "concurrency_limit": "", "rate_limit": "10",
@@ -54,8 +54,8 @@ def test_limits_are_edited_on_the_queue_page(client):
 
 
 def test_the_dashboard_shows_paused_queues_and_limits(client):
-    queue_control.pause("emails")
-    queue_control.set_limits("default", rate_limit=5)
+    control.pause("emails")
+    control.set_limits("default", rate_limit=5)
     send_email.enqueue("x@example.com")
     add.enqueue(1, 1)
     client.force_login(make_staff("viewer", "view_job"))
@@ -68,7 +68,7 @@ def test_the_dashboard_shows_paused_queues_and_limits(client):
 
 
 def test_fair_shares_and_weights_are_set_on_the_queue_page(client):
-    row = queue_control.set_limits("emails", concurrency_limit=2)
+    row = control.set_limits("emails", concurrency_limit=2)
     client.force_login(make_staff("op", "view_queue", "change_queue"))
     url = reverse("admin:django_sqlqueue_queue_change", args=[row.pk])
     fields = {"name": "emails", "concurrency_limit": "2", "rate_limit": "",

@@ -6,8 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.models import Schedule
+from django_sqlqueue.schedules import operations
 from django_sqlqueue.schedules.runtime import add_schedule
 from tests.admin.users import make_staff
 from tests.testapp.tasks import add
@@ -40,7 +41,7 @@ def form(**changes):
 @pytest.fixture
 def in_code(declared_schedules):
     schedule(every=120, name="in-code", args=[1, 2])(add)
-    scheduling.sync("default", now=timezone.now())
+    operations.sync("default", now=timezone.now())
     return Schedule.objects.get(name="in-code")
 
 

@@ -8,8 +8,9 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils import timezone
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.models import Job, Schedule
+from django_sqlqueue.schedules import operations
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.scheduler import Scheduler, SchedulerConfig
 from tests.admin.users import make_staff
@@ -29,7 +30,7 @@ def schedules(declared_schedules):
              kwargs={"to": "ops@example.com"})(send_email)
     schedule(every=120, name="often", args=[1, 2])(add)
     now = timezone.now()
-    scheduling.sync("default", now=now)
+    operations.sync("default", now=now)
     rows = {row.name: row for row in Schedule.objects.all()}
     # "often" ran once: its job succeeded.
     often = rows["often"]
@@ -121,7 +122,7 @@ def test_run_now_enqueues_a_job_at_once_and_links_it(client, schedules):
 def test_retired_schedules_can_be_deleted_and_no_longer_run(client, schedules,
                                                             declared_schedules):
     declared_schedules.pop("nightly")
-    scheduling.sync("default")
+    operations.sync("default")
     nightly = Schedule.objects.get(name="nightly")
     client.force_login(make_staff("op", "view_schedule", "run_schedule_now", "delete_schedule"))
     response = client.post(LIST, {"action": "run_now", "_selected_action": [nightly.pk]},

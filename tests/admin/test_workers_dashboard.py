@@ -247,8 +247,8 @@ def test_estimated_counts_are_labelled(admin_client, busy_queues, monkeypatch):
         pytest.skip("PostgreSQL only: SQLite counts exactly")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_sqlqueue_job")
-    monkeypatch.setattr("django_sqlqueue.snapshot.EXACT_LIMIT", 1)
-    monkeypatch.setattr("django_sqlqueue.snapshot.SAMPLE_ROWS", 10_000)
+    monkeypatch.setattr("django_sqlqueue.observability.snapshot.EXACT_LIMIT", 1)
+    monkeypatch.setattr("django_sqlqueue.observability.snapshot.SAMPLE_ROWS", 10_000)
     html = unescape(admin_client.get(DASHBOARD).content.decode())
     assert "the counts of jobs queued, scheduled, failed, succeeded, exhausted, cancelled, " \
            "expired are estimates from a sample of the table" in html

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_sqlqueue.admin.workflow_graph import MAX_NODES_PER_LAYER
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.workflows import chain, chord
 from tests.admin.demo_data import seed_workflow
 from tests.admin.users import make_staff

@@ -8,8 +8,8 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.workflows import chain, chord
 from tests.testapp.tasks import add
 

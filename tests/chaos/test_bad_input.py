@@ -23,7 +23,7 @@ from django_sqlqueue.exceptions import (
 )
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus
-from django_sqlqueue.worker.maintenance import Maintenance
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from tests.support.waiting import wait_until
 from tests.testapp.jobs import work
 from tests.testapp.models import Run

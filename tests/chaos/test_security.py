@@ -15,8 +15,8 @@ from django.urls import reverse
 import django_sqlqueue
 import tests.admin.conftest  # noqa: F401 - switches the admin on, as for tests/admin
 from django_sqlqueue.enqueue import notify
-from django_sqlqueue.execution import call_task
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import call_task
 from django_sqlqueue.statuses import JobStatus
 from tests.admin.users import make_staff
 from tests.factories import JobFactory
@@ -35,7 +35,7 @@ DANGEROUS = [
     ("builtins.eval", ["__import__('pathlib').Path('MARKER').touch()"]),
     ("builtins.exec", ["__import__('pathlib').Path('MARKER').touch()"]),
     ("pathlib.Path.touch", ["MARKER"]),
-    ("django_sqlqueue.execution.run_job", []),
+    ("django_sqlqueue.run.execution.run_job", []),
     ("django.tasks:os.system", ["touch MARKER"]),  # the django.tasks backend's naming
 ]
 

@@ -21,7 +21,7 @@ from hypothesis.stateful import (
 )
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.retry import retry_delay_seconds
+from django_sqlqueue.run.retry import retry_delay_seconds
 from django_sqlqueue.statuses import (
     FINISHED_STATUSES,
     READY_STATUSES,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.retry import retry_delay_seconds
+from django_sqlqueue.run.retry import retry_delay_seconds
 from django_sqlqueue.statuses import JobStatus
 from tests.chaos.conftest import elapsed, sized
 from tests.support.waiting import wait_until

@@ -75,7 +75,7 @@ def test_a_lost_worker_s_cancelled_job_is_rescued_as_cancelled_not_retried():
     assert Job.objects.filter(pk=job.pk).rescue(at(1000)) == 1
     row = fresh(job)
     assert (row.status, row.finished_at) == (JobStatus.CANCELLED, at(1000))
-    assert row.errors[-1]["type"] == "django_sqlqueue.outcomes.WorkerLost"
+    assert row.errors[-1]["type"] == "django_sqlqueue.run.outcomes.WorkerLost"
     assert Job.objects.claim(now=at(10_000)) == []
 
 

@@ -1,4 +1,4 @@
-"""The bounded claim (worker/claim_bound.py): jobs after a position in claim order only, and
+"""The bounded claim (claim/bounded.py): jobs after a position in claim order only, and
 what it keeps of claim order: exact while claims are quick, within the full-claim interval when
 they are slow."""
 

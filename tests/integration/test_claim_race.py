@@ -4,14 +4,13 @@ On PostgreSQL the claim locks rows with FOR UPDATE SKIP LOCKED; SQLite has no ro
 on its database write lock around the single claiming UPDATE. Both must give the same guarantee.
 """
 
-import json
 from collections import Counter
 
 import pytest
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from tests.support.start_line import go
+from tests.support.start_line import race
 from tests.testapp.tasks import add
 
 PROCESSES = 8
@@ -21,17 +20,8 @@ JOBS = 2000
 @pytest.mark.django_db(transaction=True)
 def test_racing_processes_never_claim_a_job_twice(db_url, run_python, tmp_path):
     enqueued = Job.objects.bulk_enqueue(add.prepare(i, i) for i in range(JOBS))
-    claimers = [
-        run_python("tests.support.claimer", f"claimer-{n}", str(tmp_path),
-                   env={"DATABASE_URL": db_url()})
-        for n in range(PROCESSES)
-    ]
-    go(tmp_path, claimers)  # every process is up, connected and waiting by then
-    per_process = []
-    for proc in claimers:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        per_process.append(json.loads(out.strip().splitlines()[-1]))
+    per_process = race(run_python, "tests.support.claimer", tmp_path, processes=PROCESSES,
+                       prefix="claimer", env={"DATABASE_URL": db_url()})
 
     counts = Counter(pk for ids in per_process for pk in ids)
     assert sorted(counts) == sorted(job.pk for job in enqueued)  # every job claimed...

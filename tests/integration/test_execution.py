@@ -10,11 +10,12 @@ from django.db import connection
 from django.utils import timezone
 
 from django_sqlqueue import current_job
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
-from django_sqlqueue.retry import retry_delay_seconds
+from django_sqlqueue.run.execution import run_job
+from django_sqlqueue.run.retry import retry_delay_seconds
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, claimed_job
+from tests.support.claims import claim_one
 from tests.testapp.models import Execution
 from tests.testapp.tasks import (
     add,
@@ -29,12 +30,6 @@ from tests.testapp.tasks import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-def claim_one(worker="w1", now=None):
-    jobs = Job.objects.claim(None, worker, now=now)
-    assert len(jobs) == 1, jobs
-    return jobs[0]
 
 
 def policy_delay(job, attempt):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django_sqlqueue.models import Job, Leader, Worker
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.identity import ProcessTable
-from django_sqlqueue.worker.maintenance import Maintenance
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db

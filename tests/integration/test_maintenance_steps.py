@@ -10,18 +10,18 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_sqlqueue import outcomes
 from django_sqlqueue.db.clock import DatabaseNow
 from django_sqlqueue.models import Job, Leader, Worker, job_maintenance
+from django_sqlqueue.run import outcomes
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.identity import ProcessTable
-from django_sqlqueue.worker.maintenance import Maintenance
 from django_sqlqueue.worker.maintenance.cleaner import Cleaner, CleanerConfig
 from django_sqlqueue.worker.maintenance.expirer import Expirer, ExpirerConfig
 from django_sqlqueue.worker.maintenance.leader import Leader as LeaderStep
 from django_sqlqueue.worker.maintenance.leader import LeaderConfig
 from django_sqlqueue.worker.maintenance.reaper import Reaper, ReaperConfig
 from django_sqlqueue.worker.maintenance.rescuer import Rescuer, RescuerConfig
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from tests.support.waiting import wait_until
 from tests.testapp.tasks import add
 
@@ -122,7 +122,7 @@ def test_the_rescuer_gives_back_every_lost_job_in_batches_with_an_interruption_e
         assert (job.attempts, job.max_attempts, job.interruptions) == (1, 2, 1)
         entry = job.errors[-1]
         assert entry == {
-            "attempt": 1, "at": entry["at"], "type": "django_sqlqueue.outcomes.WorkerLost",
+            "attempt": 1, "at": entry["at"], "type": "django_sqlqueue.run.outcomes.WorkerLost",
             "message": "worker w:1:x was lost while running attempt 1 (its lease expired); "
                        "interruption 1 of 3: the job runs again, the attempt not counted.",
             "traceback": "", "worker": "w:1:x", "interrupted": True,

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from django_sqlqueue import signals
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from tests.factories import claimed_job
 from tests.testapp.tasks import add, always_fails
 

@@ -4,7 +4,7 @@
 import pytest
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.runner import Outcome, OutcomeKind
+from django_sqlqueue.run.runner import Outcome, OutcomeKind
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import Heartbeat
 from django_sqlqueue.worker.outcome_writer import OutcomeWriter

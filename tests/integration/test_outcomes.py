@@ -14,6 +14,7 @@ from django_sqlqueue.exceptions import InvalidPayload, InvalidSchedule
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import JobFactory, claimed_job
+from tests.support.claims import claim_one
 from tests.testapp.tasks import add, send_email
 
 pytestmark = pytest.mark.django_db
@@ -23,12 +24,6 @@ T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 def at(seconds):
     return T0 + dt.timedelta(seconds=seconds)
-
-
-def claim_one(worker="w1", now=T0, queues=None):
-    jobs = Job.objects.claim(queues, worker, now=now)
-    assert len(jobs) == 1, jobs
-    return jobs[0]
 
 
 def row(job):

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from django_sqlqueue import runner
 from django_sqlqueue.models import Job
-from django_sqlqueue.runner import Outcome, OutcomeKind
+from django_sqlqueue.run import runner
+from django_sqlqueue.run.runner import Outcome, OutcomeKind
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.heartbeat import JobTimeout
 from django_sqlqueue.worker.pool import SHORT_JOB_SECONDS, Pool

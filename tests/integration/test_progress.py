@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django_sqlqueue import report_progress
 from django_sqlqueue.conf import get_settings
 from django_sqlqueue.context import _current_job
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.run.progress import MAX_MESSAGE_CHARS, Progress, board
 from django_sqlqueue.run.runner import arun
 from django_sqlqueue.statuses import JobStatus

@@ -1,4 +1,4 @@
-"""Pauses and limits, enforced by the claim (queue_limits.py), one claim at a time. The races
+"""Pauses and limits, enforced by the claim (claim/limited.py), one claim at a time. The races
 between worker processes are in tests/process/test_limits_race.py."""
 
 import datetime as dt
@@ -12,14 +12,11 @@ from django_sqlqueue.exceptions import InvalidConcurrencyKey, InvalidQueueLimit
 from django_sqlqueue.models import Job, Queue
 from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
+from tests.support.claims import claim
 from tests.support.plans import explain
 from tests.testapp.tasks import add, send_email
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def claim(queues=None, limit=50, **options):
-    return Job.objects.claim(queues, "w", limit=limit, **options)
 
 
 def finish(jobs):

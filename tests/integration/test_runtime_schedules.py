@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.exceptions import (
     InvalidPeriodicSchedule,
     InvalidQueueName,
@@ -18,6 +18,7 @@ from django_sqlqueue.exceptions import (
     ScheduleNotFound,
 )
 from django_sqlqueue.models import Job, Schedule
+from django_sqlqueue.schedules import operations
 from django_sqlqueue.schedules.runtime import add_schedule, remove_schedule, update_schedule
 from tests.integration.test_schedules import HOUR, MINUTE, SECOND, T0, UTC, scheduler
 from tests.testapp.tasks import add, send_email
@@ -37,11 +38,11 @@ def test_add_schedule_writes_a_runtime_row_like_the_sync_writes_a_declared_one(
                        now=T0)
     schedule(cron="0 3 * * *", timezone="Europe/Berlin", name="declared-mail",
              kwargs={"to": "ops@example.com"}, priority=5)(send_email)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     declared_row = Schedule.objects.get(name="declared-mail")
     row.refresh_from_db()
     assert (row.source, declared_row.source) == ("runtime", "code")
-    for field in scheduling.DEFINITION_FIELDS + ("next_run_at",):
+    for field in operations.DEFINITION_FIELDS + ("next_run_at",):
         assert getattr(row, field) == getattr(declared_row, field), field
     assert row.next_run_at == dt.datetime(2030, 1, 1, 2, tzinfo=UTC)
 
@@ -75,9 +76,9 @@ def test_a_runtime_schedule_cannot_take_a_taken_name(declared_schedules):
     schedule(every=60, name="in-code")(add)
     with pytest.raises(ScheduleDeclaredInCode, match="declared in code"):
         add_schedule("in-code", add, every=30)  # declared, not synced yet
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     declared_schedules.clear()
-    scheduling.sync("default", now=T0)  # retired: the name is still the code's
+    operations.sync("default", now=T0)  # retired: the name is still the code's
     with pytest.raises(ScheduleDeclaredInCode, match="retired: delete it in the admin"):
         add_schedule("in-code", add, every=30)
     add_schedule("mine", add, every=30, now=T0)
@@ -116,11 +117,11 @@ def test_update_schedule_keeps_what_it_is_not_given_and_raises_the_version():
 def test_the_sync_never_retires_nor_overwrites_a_runtime_schedule(declared_schedules, caplog):
     mine = add_schedule("mine", add, every=60, args=[1, 2], now=T0)
     schedule(every=10, name="mine", args=[9, 9])(add)  # a deploy declares the same name
-    result = scheduling.sync("default", now=T0)
+    result = operations.sync("default", now=T0)
     assert result.conflicts == ("mine",) and not (result.created or result.updated)
     assert "declared in code and was created at run time" in caplog.text
     declared_schedules.clear()
-    assert scheduling.sync("default", now=T0).retired == ()
+    assert operations.sync("default", now=T0).retired == ()
     row = Schedule.objects.get(name="mine")
     assert (row.source, row.state, row.every_seconds, row.payload["args"], row.version) == (
         "runtime", "active", 60, [1, 2], mine.version)
@@ -134,8 +135,8 @@ def test_a_runtime_schedule_ticks_once_per_tick_and_never_after_its_removal():
     assert ticks("often") == [T0 + MINUTE]
     read = Schedule.objects.get(name="often")
     remove_schedule("often")
-    plan = scheduling.plan_for(read, T0 + 2 * MINUTE)  # a scheduler that read it before
-    fired = scheduling.enqueue_ticks(read, plan, holder="late", now=T0 + 2 * MINUTE,
+    plan = operations.plan_for(read, T0 + 2 * MINUTE)  # a scheduler that read it before
+    fired = operations.enqueue_ticks(read, plan, holder="late", now=T0 + 2 * MINUTE,
                                      alias="default")
     assert not fired.won
     assert scheduler().run_once(now=T0 + HOUR).due == 0
@@ -146,8 +147,8 @@ def test_a_change_fences_out_a_scheduler_that_read_the_row_before_it():
     add_schedule("often", add, every=60, now=T0)
     read = Schedule.objects.get(name="often")
     update_schedule("often", args=[5, 6])  # the cursor stays; the version moves
-    plan = scheduling.plan_for(read, T0 + MINUTE)
-    assert not scheduling.enqueue_ticks(read, plan, holder="late", now=T0 + MINUTE,
+    plan = operations.plan_for(read, T0 + MINUTE)
+    assert not operations.enqueue_ticks(read, plan, holder="late", now=T0 + MINUTE,
                                         alias="default").won
     scheduler().run_once(now=T0 + MINUTE)
     [job] = Job.objects.all()

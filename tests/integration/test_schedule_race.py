@@ -6,14 +6,14 @@ one job a tick.
 """
 
 import datetime as dt
-import json
 from collections import Counter
 
 import pytest
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.models import Job, Schedule
-from tests.support.start_line import go
+from django_sqlqueue.schedules import operations
+from tests.support.start_line import race
 from tests.testapp.tasks import add, tick_seen
 
 PROCESSES = 6
@@ -28,8 +28,8 @@ def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, d
                                                            run_python, tmp_path):
     schedule(every=60, name="race-interval", args=[1, 2])(add)
     schedule(cron="* * * * *", timezone="Europe/Berlin", name="race-cron")(tick_seen)
-    scheduling.sync("default", now=T0)
-    totals = race(run_python, db_url, tmp_path, "ticker", T0 + MINUTE, TICKS)
+    operations.sync("default", now=T0)
+    totals = tickers(run_python, db_url, tmp_path, "ticker", T0 + MINUTE, TICKS)
 
     expected = {T0 + k * MINUTE for k in range(1, TICKS + 1)}
     jobs = list(Job.objects.all())
@@ -58,7 +58,7 @@ def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, d
     # Three hours without a worker, then six start at the same moment: each schedule runs its
     # latest missed tick once (the default policy), and its 179 others are counted once.
     later = T0 + (TICKS + 180) * MINUTE + 20 * dt.timedelta(seconds=1)
-    totals = race(run_python, db_url, tmp_path, "restarted", later, 1)
+    totals = tickers(run_python, db_url, tmp_path, "restarted", later, 1)
     assert sum(t["fired"] for t in totals) == 2 and sum(t["skipped"] for t in totals) == 2 * 179
     new = Job.objects.exclude(pk__in=[job.pk for job in jobs])
     assert sorted((job.schedule_name, job.schedule_tick) for job in new) == [
@@ -66,19 +66,7 @@ def test_racing_processes_enqueue_exactly_one_job_per_tick(declared_schedules, d
     assert set(Schedule.objects.values_list("skipped_ticks", flat=True)) == {179}
 
 
-def race(run_python, db_url, tmp_path, prefix, first_tick, ticks) -> list:
-    """Start PROCESSES ticker processes on one simulated clock; what each one's passes did."""
-    start_line = tmp_path / prefix
-    start_line.mkdir()
-    tickers = [
-        run_python("tests.support.ticker", f"{prefix}-{n}", str(start_line),
-                   first_tick.isoformat(), "60", str(ticks), env={"DATABASE_URL": db_url()})
-        for n in range(PROCESSES)
-    ]
-    go(start_line, tickers)  # every process is up, connected and waiting by then
-    totals = []
-    for proc in tickers:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        totals.append(json.loads(out.strip().splitlines()[-1]))
-    return totals
+def tickers(run_python, db_url, tmp_path, prefix, first_tick, ticks) -> list:
+    """Race PROCESSES ticker processes on one simulated clock; what each one's passes did."""
+    return race(run_python, "tests.support.ticker", tmp_path / prefix, first_tick.isoformat(),
+                60, ticks, processes=PROCESSES, prefix=prefix, env={"DATABASE_URL": db_url()})

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_sqlqueue import schedule, scheduling
-from django_sqlqueue.execution import run_job
+from django_sqlqueue import schedule
 from django_sqlqueue.models import Job, Schedule
-from django_sqlqueue.schedules import declared
+from django_sqlqueue.run.execution import run_job
+from django_sqlqueue.schedules import declared, operations
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.scheduler import Scheduler, SchedulerConfig
 from tests.testapp.tasks import add, send_email, tick_seen
@@ -37,7 +37,7 @@ def tick_jobs(name=None):
 @pytest.fixture
 def every_minute(declared_schedules):
     schedule(every=60, name="every-minute", args=[1, 2])(add)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     return Schedule.objects.get(name="every-minute")
 
 
@@ -46,7 +46,7 @@ def test_the_sync_creates_rows_with_the_tasks_options_resolved(declared_schedule
     schedule(cron="0 3 * * *", timezone="Europe/Berlin", kwargs={"to": "ops@example.com"},
              priority=5)(send_email)
     schedule(every=dt.timedelta(minutes=5), name="add-often", args=[1, 2], queue="fast")(add)
-    result = scheduling.sync("default", now=T0)
+    result = operations.sync("default", now=T0)
     assert result.created == ("add-often", "tests.testapp.tasks.send_email")
     nightly = Schedule.objects.get(name="tests.testapp.tasks.send_email")
     assert (nightly.task_name, nightly.cron, nightly.timezone) == (
@@ -59,20 +59,20 @@ def test_the_sync_creates_rows_with_the_tasks_options_resolved(declared_schedule
     assert (often.every_seconds, often.job_options["queue"], often.state) == (300, "fast",
                                                                               "active")
     assert often.next_run_at == T0 + 5 * MINUTE  # the first tick after now
-    assert scheduling.sync("default", now=T0).unchanged == 2
+    assert operations.sync("default", now=T0).unchanged == 2
 
 
 def test_a_schedule_gone_from_the_code_is_retired_and_revived_when_it_comes_back(
         every_minute, declared_schedules):
     saved = dict(declared_schedules)
     declared_schedules.clear()
-    assert scheduling.sync("default", now=T0 + MINUTE).retired == ("every-minute",)
+    assert operations.sync("default", now=T0 + MINUTE).retired == ("every-minute",)
     every_minute.refresh_from_db()
     assert every_minute.state == "retired"
     assert scheduler().run_once(now=T0 + HOUR).due == 0  # a retired schedule never fires
     assert not Job.objects.exists()
     declared_schedules.update(saved)
-    assert scheduling.sync("default", now=T0 + HOUR + 30 * SECOND).updated == ("every-minute",)
+    assert operations.sync("default", now=T0 + HOUR + 30 * SECOND).updated == ("every-minute",)
     every_minute.refresh_from_db()
     assert every_minute.state == "active"
     assert every_minute.next_run_at == T0 + 61 * MINUTE  # not the ticks it was away for
@@ -80,10 +80,10 @@ def test_a_schedule_gone_from_the_code_is_retired_and_revived_when_it_comes_back
 
 def test_a_changed_timing_starts_at_its_first_tick_and_a_pause_survives_the_deploy(
         every_minute, declared_schedules):
-    scheduling.pause(Schedule.objects.all(), by="alice", now=T0)
+    operations.pause(Schedule.objects.all(), by="alice", now=T0)
     declared_schedules.clear()
     schedule(every=300, name="every-minute", args=[1, 2])(add)  # the same name, a new timing
-    assert scheduling.sync("default", now=T0 + 2 * MINUTE).updated == ("every-minute",)
+    assert operations.sync("default", now=T0 + 2 * MINUTE).updated == ("every-minute",)
     row = Schedule.objects.get()
     assert (row.every_seconds, row.next_run_at, row.state, row.paused_by) == (
         300, T0 + 5 * MINUTE, "paused", "alice")
@@ -137,9 +137,9 @@ def test_a_due_tick_becomes_one_job_that_carries_its_schedule_and_tick(every_min
 def test_schedulers_that_read_the_same_cursor_enqueue_the_tick_once(every_minute):
     now = T0 + MINUTE
     row = Schedule.objects.get()
-    plan = scheduling.plan_for(row, now)
-    first = scheduling.enqueue_ticks(row, plan, holder="a", now=now, alias="default")
-    second = scheduling.enqueue_ticks(row, plan, holder="b", now=now, alias="default")
+    plan = operations.plan_for(row, now)
+    first = operations.enqueue_ticks(row, plan, holder="a", now=now, alias="default")
+    second = operations.enqueue_ticks(row, plan, holder="b", now=now, alias="default")
     assert (first.won, len(first.jobs), second.won, second.jobs) == (True, 1, False, ())
     assert Job.objects.count() == 1
     results = [scheduler(f"w{n}").run_once(now=now + MINUTE) for n in range(3)]
@@ -150,7 +150,7 @@ def test_schedulers_that_read_the_same_cursor_enqueue_the_tick_once(every_minute
 def test_the_job_runs_with_its_tick_in_current_job(declared_schedules):
     schedule(cron="*/10 * * * *", timezone="UTC", name="tick-seen", kwargs={"label": "x"})(
         tick_seen)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     scheduler().run_once(now=T0 + 10 * MINUTE)
     (claimed,) = Job.objects.claim(None, "w1", now=T0 + 10 * MINUTE)
     assert run_job(claimed).outcome == "succeeded"
@@ -161,7 +161,7 @@ def test_the_job_runs_with_its_tick_in_current_job(declared_schedules):
 
 def test_max_age_makes_a_stale_tick_expire_instead_of_running(declared_schedules):
     schedule(every=60, name="fresh", missed="catch_up", catch_up=3)(add.using(max_age=30))
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     scheduler().run_once(now=T0 + 3 * MINUTE + 10 * SECOND)  # a backlog of three ticks
     jobs = tick_jobs("fresh")
     assert [j.expires_at - j.run_at for j in jobs] == [30 * SECOND] * 3
@@ -178,7 +178,7 @@ def test_max_age_makes_a_stale_tick_expire_instead_of_running(declared_schedules
 def test_after_downtime_the_policy_is_applied_once_however_many_workers_start(
         declared_schedules, missed, extra, expected_ticks, skipped, caplog):
     schedule(every=60, name="downtime", missed=missed, **extra)(add.using(queue="default"))
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     now = T0 + 180 * MINUTE + 20 * SECOND  # three hours without a worker
     with caplog.at_level(logging.WARNING, logger="django_sqlqueue"):
         results = [scheduler(f"w{n}").run_once(now=now) for n in range(4)]
@@ -197,9 +197,9 @@ def test_after_downtime_the_policy_is_applied_once_however_many_workers_start(
 
 # ---- pause, resume, run now ----------------------------------------------------------------
 def test_paused_schedules_do_not_fire_and_resume_after_now(every_minute):
-    assert scheduling.pause(Schedule.objects.all(), by="alice", now=T0) == 1
+    assert operations.pause(Schedule.objects.all(), by="alice", now=T0) == 1
     assert scheduler().run_once(now=T0 + 10 * MINUTE).due == 0
-    assert scheduling.resume(Schedule.objects.all(), now=T0 + 10 * MINUTE + 5 * SECOND) == 1
+    assert operations.resume(Schedule.objects.all(), now=T0 + 10 * MINUTE + 5 * SECOND) == 1
     row = Schedule.objects.get()
     assert (row.state, row.next_run_at) == ("active", T0 + 11 * MINUTE)
     assert scheduler().run_once(now=T0 + 11 * MINUTE).enqueued == 1
@@ -207,8 +207,8 @@ def test_paused_schedules_do_not_fire_and_resume_after_now(every_minute):
 
 
 def test_run_now_enqueues_one_job_and_leaves_the_ticks_alone(every_minute):
-    scheduling.pause(Schedule.objects.all(), by="alice", now=T0)
-    manual = scheduling.run_now(Schedule.objects.get(), by="admin:alice", now=T0 + 5 * SECOND)
+    operations.pause(Schedule.objects.all(), by="alice", now=T0)
+    manual = operations.run_now(Schedule.objects.get(), by="admin:alice", now=T0 + 5 * SECOND)
     assert manual.payload["schedule"] == {"name": "every-minute", "by": "admin:alice",
                                           "tick": "2030-01-01T00:00:05+00:00", "manual": True}
     assert manual.run_at == T0 + 5 * SECOND
@@ -216,13 +216,13 @@ def test_run_now_enqueues_one_job_and_leaves_the_ticks_alone(every_minute):
     assert (row.next_run_at, row.runs, row.last_job_id) == (T0 + MINUTE, 1, manual.pk)
     row.retired_at = T0
     with pytest.raises(ValueError, match="retired"):
-        scheduling.run_now(row, by="x")
+        operations.run_now(row, by="x")
 
 
 def test_a_row_whose_definition_no_longer_parses_is_reported_and_the_others_tick(
         every_minute, declared_schedules, caplog):
     schedule(every=60, name="healthy")(tick_seen)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     Schedule.objects.filter(name="every-minute").update(every_seconds=None, cron="0 99 * * *")
     step = scheduler()
     with caplog.at_level(logging.ERROR, logger="django_sqlqueue"):
@@ -246,7 +246,7 @@ def test_a_daily_schedule_fires_once_on_the_nights_the_clocks_change(
     time_of_day = "30 1" if expected == ["01:30 EDT"] else "30 2"
     schedule(cron=f"{time_of_day} * * *", timezone=zone_name, name="nightly")(tick_seen)
     start = dt.datetime.combine(night, dt.time(), tzinfo=zone).astimezone(UTC)
-    scheduling.sync("default", now=start)
+    operations.sync("default", now=start)
     step = scheduler()
     for minutes in range(0, 6 * 60, 5):  # the night, five minutes at a time
         step.run_once(now=start + minutes * MINUTE)
@@ -257,7 +257,7 @@ def test_a_daily_schedule_fires_once_on_the_nights_the_clocks_change(
 def test_an_hourly_schedule_fires_twice_in_the_repeated_hour(declared_schedules):
     schedule(cron="15 * * * *", timezone="America/New_York", name="hourly")(tick_seen)
     start = dt.datetime(2025, 11, 2, 4, 0, tzinfo=UTC)  # 00:00 EDT
-    scheduling.sync("default", now=start)
+    operations.sync("default", now=start)
     step = scheduler()
     for minutes in range(0, 4 * 60, 5):
         step.run_once(now=start + minutes * MINUTE)
@@ -267,7 +267,7 @@ def test_an_hourly_schedule_fires_twice_in_the_repeated_hour(declared_schedules)
 
 
 def test_the_scheduler_reads_the_database_clock_when_no_time_is_given(every_minute):
-    db_now = scheduling.database_now("default")
+    db_now = operations.database_now("default")
     assert abs((db_now - dt.datetime.now(UTC)).total_seconds()) < 5
     Schedule.objects.update(next_run_at=db_now - MINUTE)
     assert scheduler().run_once().enqueued == 1
@@ -277,7 +277,7 @@ def test_the_scheduler_reads_the_database_clock_when_no_time_is_given(every_minu
 def test_a_pass_with_nothing_due_is_one_query(every_minute):
     """Every worker makes a pass a second: with nothing due, it is the due SELECT alone, which
     compares with the database's clock itself (issue 18 counted idle workers' queries)."""
-    Schedule.objects.update(next_run_at=scheduling.database_now("default") + HOUR)
+    Schedule.objects.update(next_run_at=operations.database_now("default") + HOUR)
     with CaptureQueriesContext(connection) as queries:
         assert scheduler().run_once().due == 0
     assert len(queries) == 1

@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_sqlqueue import signals
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
-from django_sqlqueue.runner import OutcomeKind
+from django_sqlqueue.run.execution import run_job
+from django_sqlqueue.run.runner import OutcomeKind
 from django_sqlqueue.statuses import JobStatus
 from tests.factories import claimed_job
 from tests.testapp.tasks import add, always_fails, gives_up, wants_rescheduling
@@ -153,7 +153,7 @@ def test_a_failing_receiver_is_logged_and_never_fails_the_job(caplog):
 
 def test_no_receiver_no_signal_attempt():
     """Without receivers the runner uses the plain attempt, which sends nothing."""
-    from django_sqlqueue import runner
+    from django_sqlqueue.run import runner
 
     job = claimed_job(add, (1, 1))
     assert type(runner._load(job)) is runner.Attempt

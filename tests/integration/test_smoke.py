@@ -1,7 +1,7 @@
 import pytest
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db

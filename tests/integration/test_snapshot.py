@@ -1,17 +1,17 @@
 """snapshot.take(): per queue the jobs by state (scheduled apart from due), lag, live workers and
-throughput over 1 h, 24 h and 7 d; and the rollup that keeps throughput cheap (worker/rollup.py),
-whose numbers must be the same as counting the job table."""
+throughput over 1 h, 24 h and 7 d; and the rollup that keeps throughput cheap
+(worker/maintenance/rollup.py), whose numbers must be the same as counting the job table."""
 
 import datetime as dt
 
 import pytest
 from django.db import connection
 
-from django_sqlqueue import snapshot
 from django_sqlqueue.models import Job, ThroughputCount, ThroughputCursor
+from django_sqlqueue.observability import snapshot
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker.maintenance import Maintenance
 from django_sqlqueue.worker.maintenance.rollup import Rollup, RollupConfig
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from django_sqlqueue.worker.maintenance.steps import InvalidStepConfig
 from tests.factories import JobFactory, WorkerFactory
 

@@ -4,8 +4,8 @@ by the database itself (check constraints), on every vendor."""
 import pytest
 from django.db import DataError, IntegrityError, connection, transaction
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 
 pytestmark = pytest.mark.django_db
 

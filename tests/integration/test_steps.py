@@ -5,11 +5,11 @@ import pytest
 
 from django_sqlqueue import step, step_key
 from django_sqlqueue.exceptions import StepError
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job, JobStep
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.run.runner import run
-from django_sqlqueue.statuses import JobStatus
 from tests.factories import claimed_job
+from tests.support.claims import claim_now
 from tests.testapp.models import Execution, Order
 from tests.testapp.step_tasks import executions
 from tests.testapp.tasks import takes_anything
@@ -22,16 +22,9 @@ def run_twice(task_name, marker_dir):
     write would): returns the job as the second run left it."""
     job = claimed_job(task_name, (str(marker_dir),))
     assert run_job(job).outcome == "succeeded"
-    again = claim_again(job)
+    again = claim_now(job.pk, "w2")
     assert run_job(again).outcome == "succeeded"
     again.refresh_from_db()
-    return again
-
-
-def claim_again(job):
-    """Make the job ready and claim it again, as its retry would."""
-    Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED, run_at=job.enqueued_at)
-    (again,) = Job.objects.claim(None, "w2", limit=1)
     return again
 
 
@@ -40,7 +33,7 @@ def test_a_rerun_returns_recorded_results_and_runs_only_the_rest(tmp_path):
     assert run_job(job).outcome == "failed"
     assert [executions(tmp_path, f"step{n}") for n in range(1, 6)] == [1, 1, 1, 0, 0]
 
-    again = claim_again(job)
+    again = claim_now(job.pk, "w2")
     assert run_job(again).outcome == "succeeded"
     again.refresh_from_db()
     assert again.result == [10, 20, 30, 40, 50]
@@ -57,7 +50,7 @@ def test_the_recorded_steps_are_read_in_one_query_at_the_first_step(tmp_path,
                                                                      django_assert_num_queries):
     job = claimed_job("tests.five_steps", (str(tmp_path),), {"fail_after": 5})
     run_job(job)  # all five recorded, then it failed
-    again = claim_again(job)
+    again = claim_now(job.pk, "w2")
     with django_assert_num_queries(1):  # the read of the recorded steps, nothing else
         outcome = run(again)
     assert (outcome.kind, outcome.result) == ("succeeded", [10, 20, 30, 40, 50])

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from django_sqlqueue.execution import run_job
-from django_sqlqueue.models import Job
-from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.run.execution import run_job
+from tests.support.claims import claim_now
 from tests.testapp.models import Stock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,19 +56,13 @@ def shop(monkeypatch):
     return package, example
 
 
-def claim(job):
-    Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED, run_at=job.enqueued_at)
-    (claimed,) = Job.objects.claim(None, "w1", limit=1)
-    return claimed
-
-
 def test_the_order_pipeline_of_the_docs_resumes_at_the_email(shop):
     package, example = shop
     Stock.objects.create(sku="mug", available=5)
     job = example.process_order.enqueue(7, "mug", 2, 1250, "ada@example.com")
     package.mail.fail_next = True  # the first run dies at the email
-    assert run_job(claim(job)).outcome == "failed"
-    assert run_job(claim(job)).outcome == "succeeded"
+    assert run_job(claim_now(job.pk)).outcome == "failed"
+    assert run_job(claim_now(job.pk)).outcome == "succeeded"
     job.refresh_from_db()
     assert job.result == {"reserved": 2, "charge": "ch_1"}
     assert Stock.objects.get(sku="mug").available == 3  # reserved once
@@ -81,5 +74,5 @@ def test_an_order_out_of_stock_is_aborted_and_charges_nothing(shop):
     package, example = shop
     Stock.objects.create(sku="mug", available=1)
     job = example.process_order.enqueue(8, "mug", 2, 1250, "ada@example.com")
-    assert run_job(claim(job)).outcome == "exhausted"
+    assert run_job(claim_now(job.pk)).outcome == "exhausted"
     assert package.payments.charges == {} and Stock.objects.get(sku="mug").available == 1

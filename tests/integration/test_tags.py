@@ -10,11 +10,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_sqlqueue import schedule, scheduling
+from django_sqlqueue import schedule
 from django_sqlqueue.enqueue.validation import MAX_TAGS, METADATA_MAX_BYTES
 from django_sqlqueue.exceptions import InvalidMetadata, InvalidTags
 from django_sqlqueue.models import Job
 from django_sqlqueue.run.execution import run_job
+from django_sqlqueue.schedules import operations
 from django_sqlqueue.worker.scheduler import Scheduler, SchedulerConfig
 from tests.testapp.tasks import add, labels
 
@@ -124,7 +125,7 @@ def test_a_schedule_s_jobs_carry_the_task_s_tags_and_metadata(declared_schedules
     start = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
     schedule(every=60, name="labels-often")(labels)
     schedule(every=60, name="add-often", args=[1, 2])(add)
-    scheduling.sync("default", now=start)
+    operations.sync("default", now=start)
     Scheduler(SchedulerConfig(holder="w1"), alias="default").run_once(
         now=start + dt.timedelta(minutes=1))
     jobs = {job.task_name: job for job in Job.objects.all()}

@@ -8,10 +8,11 @@ import sys
 import pytest
 from django.db import connection
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.telemetry import tracing
 from tests.conftest import ROOT
+from tests.support.claims import claim_one
 from tests.testapp.tasks import add, always_fails
 
 trace = pytest.importorskip("opentelemetry.trace")
@@ -42,12 +43,6 @@ def only(exporter, name):
     return span
 
 
-def claim(job):
-    (claimed,) = Job.objects.claim(None, "worker-1")
-    assert claimed.pk == job.pk
-    return claimed
-
-
 def test_the_run_links_to_the_enqueue_of_the_request(spans):
     with spans.provider.get_tracer("web").start_as_current_span("GET /signup") as request:
         job = add.enqueue(2, 3)
@@ -62,7 +57,7 @@ def test_the_run_links_to_the_enqueue_of_the_request(spans):
     stored = Job.objects.get(pk=job.pk).trace_context
     assert stored["traceparent"].split("-")[2] == format(send.context.span_id, "016x")
 
-    run_job(claim(job))
+    run_job(claim_one("worker-1", job=job))
     process = only(spans, "process default")
     assert process.kind == trace.SpanKind.CONSUMER
     assert process.parent is None  # a trace of its own...
@@ -83,7 +78,7 @@ def test_the_run_links_to_the_enqueue_of_the_request(spans):
 
 def test_a_failed_run_records_the_exception(spans):
     job = always_fails.enqueue("boom")
-    run_job(claim(job))
+    run_job(claim_one("worker-1", job=job))
     process = only(spans, "process default")
     assert process.status.status_code == trace.StatusCode.ERROR
     assert process.attributes["error.type"] == "builtins.RuntimeError"
@@ -95,7 +90,7 @@ def test_a_failed_run_records_the_exception(spans):
 def test_the_function_runs_inside_the_run_span(spans, monkeypatch):
     seen = []
     monkeypatch.setattr(add, "func", lambda a, b: seen.append(trace.get_current_span()))
-    run_job(claim(add.enqueue(1, 1)))
+    run_job(claim_one("worker-1", job=add.enqueue(1, 1)))
     (current,) = seen
     assert current.get_span_context().span_id == only(spans, "process default").context.span_id
 
@@ -117,7 +112,7 @@ def test_a_row_inserted_without_a_trace_context_runs_unlinked(spans):
                                                '{"args": [1, 2]}'])
     job = Job.objects.get()
     assert job.trace_context is None
-    assert run_job(claim(job)).outcome == "succeeded"
+    assert run_job(claim_one("worker-1", job=job)).outcome == "succeeded"
     assert only(spans, "process default").links == ()
 
 

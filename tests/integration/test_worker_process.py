@@ -10,8 +10,8 @@ import time
 import pytest
 from django.db import OperationalError
 
-from django_sqlqueue import runner
 from django_sqlqueue.models import Job
+from django_sqlqueue.run import runner
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker import process as process_module
 from django_sqlqueue.worker.config import WorkerConfig

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection, connections, transaction
 
 from django_sqlqueue.exceptions import InvalidArguments, InvalidWorkflow
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job, JobDependency
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.workflows import Workflow, chain, chord, group
 from tests.testapp.models import Run

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_started, wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import (
     async_blocks_loop,
@@ -32,11 +32,6 @@ SETTINGS = {"LEASE_SECONDS": 3, "CANCEL_GRACE_SECONDS": 1, "MAINTENANCE_INTERVAL
 def all_succeeded(jobs) -> bool:
     pks = [job.pk for job in jobs]
     return Job.objects.filter(pk__in=pks, status=JobStatus.SUCCEEDED).count() == len(pks)
-
-
-def started(job, worker):
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what=f"job {job.pk} to start", worker=worker)
 
 
 @pytest.mark.timeout(900)
@@ -92,7 +87,7 @@ def test_a_cancel_ends_the_task_at_its_await_and_the_worker_keeps_serving(start_
     # machine; the cancel itself must not need the grace ("did not stop" below).
     worker = start_worker("--async-concurrency", "1",
                           settings={**SETTINGS, "CANCEL_GRACE_SECONDS": 60})
-    started(awaiting, worker)
+    wait_started(awaiting.pk, worker)
     assert Job.objects.get(pk=awaiting.pk).cancel(by="ops@example.com") is True
     wait_until(lambda: job_status(awaiting.pk) == JobStatus.CANCELLED, what="the cancel",
                worker=worker)

@@ -13,7 +13,7 @@ from django.db import connection
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_started, wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, async_sleep, loop_until_cancelled, sleep_in_c
 
@@ -24,11 +24,6 @@ SETTINGS = {"LEASE_SECONDS": LEASE, "CANCEL_GRACE_SECONDS": GRACE,
             "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2}
 #: The machine is shared and small: the documented times plus a generous margin.
 SLACK = 10.0
-
-
-def started(job, worker):
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what=f"job {job.pk} to start", worker=worker)
 
 
 def cancel_and_time(job, worker, *, bound):
@@ -56,7 +51,7 @@ def test_loop_c_sleep_and_async_jobs_end_cancelled_and_the_worker_keeps_serving(
     awaiting = async_sleep.enqueue(60)
     worker = start_worker("-c", "4", settings=SETTINGS)
     for job in (looping, sleeping, awaiting):
-        started(job, worker)
+        wait_started(job.pk, worker)
 
     # The cooperative loop and the async task stop as soon as the worker learns of it.
     for job in (looping, awaiting):
@@ -88,7 +83,7 @@ def test_loop_c_sleep_and_async_jobs_end_cancelled_and_the_worker_keeps_serving(
 def test_with_processes_a_job_ignoring_the_cancel_gets_its_child_replaced(start_worker):
     sleeping = sleep_in_c.enqueue(60)
     worker = start_worker("-p", "2", settings=SETTINGS)
-    started(sleeping, worker)
+    wait_started(sleeping.pk, worker)
     cancel_and_time(sleeping, worker, bound=HEARTBEAT + GRACE + SLACK)
     wait_until(lambda: "recycling: job" in worker.output
                and worker.output.count("started, pid") >= 3,
@@ -106,7 +101,7 @@ def test_on_postgresql_the_worker_learns_at_once_through_notify(start_worker):
     # A heartbeat every 20 s: only the NOTIFY can explain a cancel within a few seconds.
     looping = loop_until_cancelled.enqueue()
     worker = start_worker(settings={**SETTINGS, "LEASE_SECONDS": 60})
-    started(looping, worker)
+    wait_started(looping.pk, worker)
     took = cancel_and_time(looping, worker, bound=15)
     print(f"cancelled through NOTIFY in {took:.2f}s")
     assert took < 15

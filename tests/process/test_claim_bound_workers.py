@@ -1,4 +1,4 @@
-"""Real workers claiming with a bound (worker/claim_bound.py) behind a held transaction: no job
+"""Real workers claiming with a bound (claim/bounded.py) behind a held transaction: no job
 is skipped for good, and a job sorted before the bound waits for the next full claim only."""
 
 import datetime as dt

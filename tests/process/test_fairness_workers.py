@@ -22,7 +22,7 @@ import pytest
 from django.db.models import Count
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.queues import control as queue_control
+from django_sqlqueue.queues import control
 from django_sqlqueue.statuses import JobStatus
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, enqueue_wave, record
@@ -37,7 +37,7 @@ KEYS = [chr(ord("B") + n) for n in range(10)]  # B..K
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_backlog_does_not_delay_other_keys_jobs_arriving_later(start_worker):
-    queue_control.set_fair("fair")
+    control.set_fair("fair")
     on_a = {"queue": "fair", "concurrency_key": "A"}
     Job.objects.bulk_enqueue(
         enqueue_wave.using(**on_a).prepare(KEYS, WAVE_PER_KEY, queue="fair")
@@ -76,7 +76,7 @@ def test_racing_workers_on_a_fair_queue_run_every_job_once_and_serve_every_key(s
     on its row): every job runs exactly once, and while every key has jobs left each gets its
     turn."""
     keys = [f"tenant-{n:02d}" for n in range(20)]
-    queue_control.set_fair("fair", weights={keys[0]: 3, keys[1]: 2})
+    control.set_fair("fair", weights={keys[0]: 3, keys[1]: 2})
     Job.objects.bulk_enqueue(
         record.using(queue="fair", concurrency_key=key).prepare(tag=key)
         for _ in range(60) for key in keys)  # 1,200 jobs, 60 a key

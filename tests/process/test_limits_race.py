@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from django_sqlqueue.models import Job
-from django_sqlqueue.queues import control as queue_control
+from django_sqlqueue.queues import control
 from django_sqlqueue.statuses import JobStatus
 from tests.support.waiting import wait_until
 from tests.testapp.models import Run
@@ -82,9 +82,9 @@ def largest_claim_per_key(queue) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_racing_workers_keep_every_limit_and_run_every_job_once(start_worker):
-    queue_control.set_limits("capped", concurrency_limit=QUEUE_LIMIT)
-    queue_control.set_limits("keyed", key_concurrency_limit=KEY_LIMIT)
-    queue_control.set_limits("rated", rate_limit=RATE, rate_period_seconds=PERIOD)
+    control.set_limits("capped", concurrency_limit=QUEUE_LIMIT)
+    control.set_limits("keyed", key_concurrency_limit=KEY_LIMIT)
+    control.set_limits("rated", rate_limit=RATE, rate_period_seconds=PERIOD)
     jobs = [
         *(timed.using(queue="capped").prepare(0.005) for _ in range(300)),
         *(timed.using(queue="keyed", concurrency_key=f"k{n % KEYS}").prepare(0.005, f"k{n % KEYS}")
@@ -133,7 +133,7 @@ def test_racing_workers_keep_every_limit_and_run_every_job_once(start_worker):
 def test_a_key_at_its_limit_does_not_starve_other_keys_or_queues(start_worker):
     """One key's long backlog, at its limit, in front; the other keys' jobs and another
     queue's all finish while it is still being worked through."""
-    queue_control.set_limits("keyed", key_concurrency_limit=1)
+    control.set_limits("keyed", key_concurrency_limit=1)
     hog = [timed.using(queue="keyed", concurrency_key="hog", priority=10).prepare(0.05, "hog")
            for _ in range(40)]
     others = [timed.using(queue="keyed", concurrency_key=f"k{n}").prepare(0.05, f"k{n}")
@@ -161,7 +161,7 @@ def test_a_paused_queue_stops_every_worker_within_a_poll_interval(start_worker):
     running = timed.using(queue="emails").enqueue(2, "first")
     wait_until(lambda: Run.objects.filter(job_id=running.pk).exists(),
                what="the first job to start", worker=workers)
-    queue_control.pause("emails", by="test")
+    control.pause("emails", by="test")
     time.sleep(poll + 0.5)  # every worker has read the pause by now
     held = [timed.using(queue="emails").enqueue(0, "held") for _ in range(5)]
     other = timed.using(queue="free").enqueue(0, "other")  # other queues keep flowing
@@ -173,7 +173,7 @@ def test_a_paused_queue_stops_every_worker_within_a_poll_interval(start_worker):
     assert not Run.objects.filter(key="held").exists()
     assert set(Job.objects.filter(pk__in=[j.pk for j in held]).values_list("status", flat=True)
                ) == {JobStatus.QUEUED}
-    queue_control.resume("emails")
+    control.resume("emails")
     wait_until(lambda: Run.objects.filter(key="held", finished_at__isnull=False).count() == 5,
                what="the 5 held jobs to run once resumed", worker=workers)
     assert all(worker.is_running() for worker in workers)

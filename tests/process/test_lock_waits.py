@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from tests.conftest import MARIADB, VENDOR
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_started, wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import sleep_for
 
@@ -51,8 +51,7 @@ def test_an_outcome_write_that_times_out_on_a_row_lock_is_retried_until_it_lands
         short_lock_waits, start_worker):
     job = sleep_for.enqueue(1.0, tag="done")
     worker = start_worker("-c", "1", settings={"LEASE_SECONDS": 60, "POLL_INTERVAL_SECONDS": 0.2})
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="the job to start", worker=worker)
+    wait_started(job.pk, worker)
     held = 4 * LOCK_WAIT_SECONDS
     with transaction.atomic():
         # The job's row, locked while the job finishes and its outcome write waits for it.

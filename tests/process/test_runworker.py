@@ -9,7 +9,7 @@ from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.queues.control import pause
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_started, wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, always_fails, record, sleep_for
 
@@ -50,8 +50,7 @@ def test_the_registry_shows_a_live_worker_until_it_stops(start_worker):
 def test_sigterm_lets_the_running_job_finish_then_exits_zero(start_worker):
     job = sleep_for.enqueue(1.5, tag="finished")
     worker = start_worker(settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=worker)
+    wait_started(job.pk, worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED
@@ -61,8 +60,7 @@ def test_sigterm_lets_the_running_job_finish_then_exits_zero(start_worker):
 def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
     job = sleep_for.enqueue(30, tag="finished")
     worker = start_worker("--shutdown-timeout", "0.5", settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=worker)
+    wait_started(job.pk, worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0, worker.output
     job.refresh_from_db()
@@ -72,7 +70,7 @@ def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
     # nothing about the job.
     assert job.interruptions == 0
     (entry,) = job.errors
-    assert entry["type"] == "django_sqlqueue.outcomes.WorkerStopped" and entry["interrupted"]
+    assert entry["type"] == "django_sqlqueue.run.outcomes.WorkerStopped" and entry["interrupted"]
     assert entry["message"].endswith(
         "shut down while running attempt 1; the job runs again, the attempt not counted.")
 
@@ -80,8 +78,7 @@ def test_past_the_shutdown_timeout_the_job_is_released_uncounted(start_worker):
 def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker):
     job = sleep_for.enqueue(1, tag="finished")
     doomed = start_worker(settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=doomed)
+    wait_started(job.pk, doomed)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     rescuer = start_worker(settings=FAST)
@@ -99,8 +96,7 @@ def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker
 def test_a_frozen_worker_loses_its_lease_and_cannot_overwrite_the_rescue(start_worker):
     job = sleep_for.enqueue(2, tag="finished")
     frozen = start_worker(settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=frozen)
+    wait_started(job.pk, frozen)
     frozen.signal(signal.SIGSTOP)  # alive (its pid exists) but silent: only the lease tells
     try:
         rescuer = start_worker(settings=FAST)
@@ -227,8 +223,7 @@ def test_max_memory_recycles_the_process_without_losing_jobs(start_worker):
 def test_a_second_signal_exits_at_once_and_the_lease_rescues_the_job(start_worker):
     job = sleep_for.enqueue(30, tag="finished")
     worker = start_worker("--shutdown-timeout", "60", settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=worker)
+    wait_started(job.pk, worker)
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "stopping" in worker.output, what="the first signal", worker=worker)
     worker.signal(signal.SIGTERM)
@@ -254,8 +249,7 @@ def test_ctrl_c_to_the_whole_process_group_stops_supervised_children_gracefully(
     worker = start_worker("-p", "2", settings=FAST)
     wait_until(lambda: Worker.objects.count() == 2, what="two children", worker=worker)
     job = sleep_for.enqueue(1.5, tag="finished")
-    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists(),
-               what="job start", worker=worker)
+    wait_started(job.pk, worker)
     os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     assert worker.wait(timeout=30) == 0, worker.output
     assert job_status(job.pk) == JobStatus.SUCCEEDED, worker.output

@@ -11,8 +11,7 @@ import pytest
 
 from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
-from tests.support.waiting import wait_until
-from tests.testapp.models import Execution
+from tests.support.waiting import wait_started, wait_until
 from tests.testapp.tasks import always_fails, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +22,7 @@ def test_rescued_started_finished_and_retried_once_each_from_their_threads(start
                                                                           tmp_path):
     killed = sleep_for.enqueue(1, tag="finished")
     doomed = start_worker(settings=FAST)
-    wait_until(lambda: Execution.objects.filter(job_id=killed.pk, tag="started").exists(),
-               what="job start", worker=doomed)
+    wait_started(killed.pk, doomed)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     failing = always_fails.using(max_attempts=2, retry_backoff=0.1,

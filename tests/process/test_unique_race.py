@@ -9,7 +9,6 @@ own, and the test holds each period to one job. (With a one-minute period, the g
 the first 20 s of a minute: 14 s on average, up to 40 s, in each of the six passes that ran it.)
 """
 
-import json
 import math
 import time
 from collections import Counter
@@ -17,7 +16,7 @@ from collections import Counter
 import pytest
 
 from django_sqlqueue.models import Job
-from tests.support.start_line import go
+from tests.support.start_line import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,19 +33,9 @@ def early_in_a_period():
 
 
 def test_racing_processes_enqueue_one_job_per_key_and_period(db_url, run_python, tmp_path):
-    start_line = tmp_path / "start"
-    start_line.mkdir()
-    racers = [
-        run_python("tests.support.unique_enqueuer", f"racer-{n}", str(start_line), "sync-42",
-                   str(PERIOD), str(ENQUEUES // PROCESSES), env={"DATABASE_URL": db_url()})
-        for n in range(PROCESSES)
-    ]
-    go(start_line, racers, before=early_in_a_period)
-    reports = []
-    for proc in racers:
-        out, err = proc.communicate(timeout=280)
-        assert proc.returncode == 0, err
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+    reports = race(run_python, "tests.support.unique_enqueuer", tmp_path / "start", "sync-42",
+                   PERIOD, ENQUEUES // PROCESSES, processes=PROCESSES,
+                   env={"DATABASE_URL": db_url()}, before=early_in_a_period, timeout=280)
 
     jobs = list(Job.objects.all())
     first = min(report["first"] for report in reports)

@@ -1,7 +1,7 @@
 """``drain()``: run every ready job in this process, as a worker would, until none is left."""
 
-from django_sqlqueue.execution import run_job
 from django_sqlqueue.models import Job
+from django_sqlqueue.run.execution import run_job
 
 
 def drain() -> None:

@@ -3,9 +3,11 @@ test gives once all of them are ready, so that they really start together howeve
 machine starts them (a start time a few seconds ahead was passed, on 2 cores running other
 test passes, before the last process had imported Django, and the first one ran alone).
 
-In the process: ``wait_for_go(start_line, name)``; in the test: ``go(start_line, processes)``.
+In the process: ``wait_for_go(start_line, name)``; in the test: ``go(start_line, processes)``,
+or ``race(...)``, which also starts the processes and reads what each reports.
 """
 
+import json
 import time
 from pathlib import Path
 
@@ -39,3 +41,20 @@ def go(start_line: Path, processes: list, *, before=None) -> None:
     if before is not None:
         before()
     (Path(start_line) / "go").touch()
+
+
+def race(run_python, module: str, start_line: Path, *args, processes: int, prefix="racer",
+         env=None, before=None, timeout=TIMEOUT) -> list:
+    """Start ``processes`` racers, ``python -m module <prefix>-<n> <start_line> *args`` (the
+    ``run_python`` fixture), give them the go together, and return the report each printed
+    last (a line of JSON), in the order they were started; a racer that failed fails the test."""
+    Path(start_line).mkdir(parents=True, exist_ok=True)
+    racers = [run_python(module, f"{prefix}-{n}", str(start_line), *map(str, args), env=env)
+              for n in range(processes)]
+    go(start_line, racers, before=before)  # every process is up, connected and waiting by then
+    reports = []
+    for proc in racers:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports

@@ -5,6 +5,9 @@ and a failure that names what it waited for::
 
     wait_until(lambda: job_status(job.pk) == "succeeded", what="the job to succeed",
                worker=worker)
+
+``wait_started(pk, worker)`` waits for a job of the test app to begin (its first row tagged
+"started").
 """
 
 import time
@@ -61,3 +64,13 @@ def _fresh_connections():
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()
+
+
+def wait_started(pk, worker=None, *, timeout=30.0):
+    """Wait until job ``pk`` has started: the test app's tasks write an Execution row tagged
+    "started" as they begin, so this is the job's function running, not only its claim."""
+    # A model, imported here: this module is imported by conftest files before Django is set up.
+    from tests.testapp.models import Execution
+
+    wait_until(lambda: Execution.objects.filter(job_id=pk, tag="started").exists(),
+               what=f"job {pk} to start", worker=worker, timeout=timeout)

@@ -13,7 +13,7 @@ from django.utils import timezone  # noqa: E402
 
 from django_sqlqueue.backend import SQLQueueBackend  # noqa: E402
 from django_sqlqueue.models import Job  # noqa: E402
-from tests.support.waiting import wait_until  # noqa: E402
+from tests.support.waiting import wait_started, wait_until  # noqa: E402
 from tests.testapp import django_tasks as tasks  # noqa: E402
 from tests.testapp.models import Execution  # noqa: E402
 
@@ -210,8 +210,7 @@ def test_system_exit_fails_the_task_and_sends_task_finished(start_worker):
 def test_a_running_async_task_cancelled_ends_failed_with_a_clear_error(start_worker):
     result = tasks.async_sleep.enqueue(60)
     worker = start_worker(settings={**FAST, "LEASE_SECONDS": 3})
-    wait_until(lambda: Execution.objects.filter(job_id=int(result.id), tag="started").exists(),
-               what="the task to start", worker=worker)
+    wait_started(int(result.id), worker)
     assert Job.objects.filter(pk=int(result.id)).cancel(by="ops") == 1
     wait_until(lambda: task_backends["default"].get_result(result.id).status
                == TaskResultStatus.FAILED, what="the cancel", worker=worker, timeout=20)

@@ -10,9 +10,10 @@ pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 from django.tasks.exceptions import InvalidTask  # noqa: E402
 
-from django_sqlqueue import schedule, scheduling  # noqa: E402
-from django_sqlqueue.execution import run_job  # noqa: E402
+from django_sqlqueue import schedule  # noqa: E402
 from django_sqlqueue.models import Job, Schedule  # noqa: E402
+from django_sqlqueue.run.execution import run_job  # noqa: E402
+from django_sqlqueue.schedules import operations  # noqa: E402
 from django_sqlqueue.worker.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from tests.testapp import django_tasks as tasks  # noqa: E402
 
@@ -24,7 +25,7 @@ def test_a_django_task_ticks_into_a_job_its_backend_runs(declared_schedules):
     schedule(every=60, args=[2, 3])(tasks.add)
     schedule(cron="*/5 * * * *", timezone="UTC", name="urgent", args=[1, 1], queue="emails")(
         tasks.add_urgent)
-    scheduling.sync("default", now=T0)
+    operations.sync("default", now=T0)
     row = Schedule.objects.get(name="tests.testapp.django_tasks.add")
     assert row.task_name == "django.tasks:tests.testapp.django_tasks.add"
     assert row.payload == {"args": [2, 3], "kwargs": {}, "backend": "default"}

@@ -110,7 +110,7 @@ def test_killed_workers_fail_no_task_at_the_defaults(start_worker):
     _at_shares_of_the_run(results, workers[-1], kill_one)
     entries = _every_task_succeeded_once(results, workers[-1])
     assert entries, "no kill cut a run in flight: nothing was tested"
-    assert {entry["type"] for entry in entries} == {"django_sqlqueue.outcomes.WorkerLost"}
+    assert {entry["type"] for entry in entries} == {"django_sqlqueue.run.outcomes.WorkerLost"}
     for worker in workers:
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output[-3000:]
@@ -132,7 +132,7 @@ def test_a_task_whose_worker_is_killed_runs_again_and_succeeds(start_worker):
     assert result.errors == []  # the loss of a worker is no error of the task's
     assert (job.attempts, job.max_attempts, job.interruptions) == (2, 2, 1)
     (entry,) = _interrupted_entries(job)
-    assert entry["type"] == "django_sqlqueue.outcomes.WorkerLost"
+    assert entry["type"] == "django_sqlqueue.run.outcomes.WorkerLost"
     assert entry["worker"].startswith("w0:") and "interruption 1 of 3" in entry["message"]
     assert Run.objects.filter(job_id=job.pk).count() == 2
     second.signal(signal.SIGTERM)
@@ -155,7 +155,7 @@ def test_a_task_that_kills_every_worker_ends_after_its_max_interruptions(start_w
                                   "stops its workers.") for e in _interrupted_entries(job)] == [
         False, False, True]
     assert [e.exception_class_path for e in poison.errors] == [
-        "django_sqlqueue.outcomes.WorkerLost"]  # why it ended, as Django users read it
+        "django_sqlqueue.run.outcomes.WorkerLost"]  # why it ended, as Django users read it
     for result in others:
         result.refresh()
         assert result.status == TaskResultStatus.SUCCESSFUL

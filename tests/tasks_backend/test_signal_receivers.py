@@ -8,8 +8,8 @@ pytest.importorskip("django.tasks", reason="django.tasks needs Django 6")
 
 from django.tasks.signals import task_finished, task_started  # noqa: E402
 
-from django_sqlqueue.execution import run_job  # noqa: E402
 from django_sqlqueue.models import Job  # noqa: E402
+from django_sqlqueue.run.execution import run_job  # noqa: E402
 from django_sqlqueue.statuses import JobStatus  # noqa: E402
 from tests.testapp import django_tasks as tasks  # noqa: E402
 

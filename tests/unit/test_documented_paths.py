@@ -1,7 +1,12 @@
-"""Every import path the documentation gives keeps working, wherever its module lives now: the
-names of docs/api.md's "Where things live" table, every ``from django_sqlqueue... import ...``
-line of the docs' and README's code, and the class paths recorded in job rows' errors."""
+"""Every path the documentation names is a path of the package: the names of docs/api.md's
+"Where things live" table, every ``from django_sqlqueue... import ...`` line of the docs' and
+README's code, every ``django_sqlqueue.x.y`` anywhere in their text (a module, or a name in
+one), the class paths recorded in job rows' errors, and the loggers the docs name. A module
+that moves takes its importers along (no shim stays at the old path), so a doc still naming
+the old path fails here."""
 
+import ast
+import functools
 import importlib
 import logging
 import pkgutil
@@ -10,35 +15,22 @@ from pathlib import Path
 
 import django
 import pytest
+from django.apps import apps
 
 import django_sqlqueue
+from tests.support.api_table import api_table
 
 ROOT = Path(__file__).resolve().parents[2]
-API = (ROOT / "docs" / "api.md").read_text()
-
-
-def table_rows():
-    """(module, names) of each row of docs/api.md's table of where things live."""
-    table = API.split("Where things live:", 1)[1].split("\n\n", 2)[1]
-    rows = []
-    for line in table.splitlines()[2:]:
-        module_cell, names_cell = (cell.strip() for cell in line.strip("|").split("|"))
-        module = module_cell.strip("`")
-        # "`WorkerLost` in `django_sqlqueue.outcomes`": a name documented in another module
-        for name, elsewhere in re.findall(r"`(\w+)` in `(django_sqlqueue[\w.]*)`", names_cell):
-            rows.append((elsewhere, [name]))
-        names_cell = re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)", "", names_cell)  # asides
-        rows.append((module, re.findall(r"`(\w+)`", names_cell)))
-    return rows
-
-
-ROWS = table_rows()
+PACKAGE = Path(django_sqlqueue.__file__).parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ROWS = api_table()
 
 
 def test_the_table_was_read():
     modules = {module for module, _ in ROWS}
-    assert {"django_sqlqueue.models", "django_sqlqueue.scheduling", "django_sqlqueue.queries",
-            "django_sqlqueue.outcomes", "django_sqlqueue.worker.heartbeat"} <= modules
+    assert {"django_sqlqueue.models", "django_sqlqueue.schedules.operations",
+            "django_sqlqueue.models.job_queryset", "django_sqlqueue.run.outcomes",
+            "django_sqlqueue.worker.heartbeat"} <= modules
     assert sum(len(names) for _, names in ROWS) > 40
 
 
@@ -53,7 +45,7 @@ def code_imports():
     """Each ``from django_sqlqueue... import ...`` statement of the docs' and README's code, but
     the admin's: importing it needs the admin app, which the tests in tests/admin/ install."""
     found = set()
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in DOCS:
         for block in re.findall(r"```python\n(.*?)```", path.read_text(), re.S):
             for match in re.finditer(r"^from (django_sqlqueue[\w.]*) import ([\w, ]+)", block,
                                      re.M):
@@ -78,19 +70,166 @@ def test_each_import_in_the_docs_code_works(module, names):
         assert hasattr(imported, name) or importlib.import_module(f"{module}.{name}")
 
 
+# ---- every dotted path of the docs' text ----------------------------------------------------
+DOTTED = re.compile(r"(?<![\w.])django_sqlqueue(?:\.[A-Za-z_]\w*)+")
+
+
+def mentions(text: str):
+    """(line number, path, is_logger) of each ``django_sqlqueue.x.y`` in a document's text. A
+    mention is of a logger when its line says "logger", or it sits in a table's Logger column."""
+    header = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("|"):
+            header = None
+        elif header is None:
+            header = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for match in DOTTED.finditer(line):
+            column = line[:match.start()].count("|") - 1
+            in_logger_column = (header is not None and 0 <= column < len(header)
+                                and header[column] == "Logger")
+            yield number, match[0], in_logger_column or "logger" in line.lower()
+
+
+def permissions() -> set:
+    """``django_sqlqueue.<codename>`` of each permission of the app's models."""
+    found = set()
+    for model in apps.get_app_config("django_sqlqueue").get_models(include_auto_created=True):
+        opts = model._meta
+        found.update(f"{action}_{opts.model_name}" for action in opts.default_permissions)
+        found.update(codename for codename, _ in opts.permissions)
+    return {f"django_sqlqueue.{codename}" for codename in found}
+
+
+def defined_in(path: Path, name: str) -> bool:
+    """Whether a module's source defines or imports ``name`` at its top level (for the modules
+    this test process cannot import: the admin's needs the admin app, the django.tasks backend
+    Django 6)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names = {node.name}
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        else:
+            continue
+        if name in names:
+            return True
+    return False
+
+
+def statically(dotted: str) -> bool:
+    """``dotted`` read from the package's files: a module, or a module and one name in it."""
+    parts = dotted.split(".")[1:]
+    for cut in range(len(parts), 0, -1):
+        base = PACKAGE.joinpath(*parts[:cut])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if module.is_file():
+            rest = parts[cut:]
+            return not rest or (len(rest) == 1 and defined_in(module, rest[0]))
+    return False
+
+
+def importable(dotted: str) -> bool:
+    """``dotted`` names a module of the package, or a name (an attribute of a name...) in one."""
+    if dotted.startswith("django_sqlqueue.admin") or (
+            dotted.startswith("django_sqlqueue.backend") and django.VERSION < (6, 0)):
+        return statically(dotted)
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        if found.__name__ != ".".join(parts[:cut]) or PACKAGE not in Path(found.__file__).parents:
+            return False  # another module under this name, or a module of another copy
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def unresolved(text: str) -> list:
+    """The mentions of ``text`` that name nothing: a path that does not import (and is no
+    permission of the app), or a logger no module of the package makes."""
+    known_permissions = permissions()
+    return [f"line {number}: {path}" + (" (a logger)" if is_logger else "")
+            for number, path, is_logger in mentions(text)
+            if not (is_logger_name(path) if is_logger
+                    else path in known_permissions or importable(path))]
+
+
+def test_every_dotted_path_the_docs_name_imports():
+    failures = [f"{path.relative_to(ROOT)} {failure}"
+                for path in DOCS for failure in unresolved(path.read_text())]
+    assert failures == []
+
+
+def test_a_doc_naming_a_module_that_moved_fails():
+    """What the test above would say of a doc naming old paths (the modules that only handed on
+    moved code: django_sqlqueue.queries, .scheduling, ...), and what it accepts."""
+    text = "\n".join([
+        "`QueueStats` (in `django_sqlqueue.queries`) is a dataclass:",  # 1: a moved module
+        "Delays from `django_sqlqueue.retry.retry_delay_seconds`.",  # 2: a name in one
+        "`django_sqlqueue.run.retry.retry_delay_seconds`, `django_sqlqueue.models.Job`",
+        "| Action | Permission |",
+        "|---|---|",
+        "| cancel | `django_sqlqueue.cancel_job` |",  # a permission
+        "",
+        "| Line | Logger | Level |",
+        "|---|---|---|",
+        "| `schedule name=...` | `django_sqlqueue.scheduling` | INFO |",  # a logger's name
+        "| `job finished` | `django_sqlqueue.worker.gone` | INFO |",  # 11: no such logger
+        "Logs, logger `django_sqlqueue.execution`.",
+        "the run's `django_sqlqueue.no_such_permission`",  # 13
+    ])
+    assert unresolved(text) == [
+        "line 1: django_sqlqueue.queries", "line 2: django_sqlqueue.retry.retry_delay_seconds",
+        "line 11: django_sqlqueue.worker.gone (a logger)",
+        "line 13: django_sqlqueue.no_such_permission",
+    ]
+
+
 @pytest.mark.parametrize("path", [
-    "django_sqlqueue.outcomes.WorkerLost",
-    "django_sqlqueue.outcomes.WorkerStopped",
+    "django_sqlqueue.run.outcomes.WorkerLost",
+    "django_sqlqueue.run.outcomes.WorkerStopped",
     "django_sqlqueue.worker.heartbeat.JobTimeout",
     "django_sqlqueue.exceptions.JobCancelled",
     "django_sqlqueue.exceptions.InvalidPayload",
 ])
-def test_the_error_types_recorded_in_rows_keep_their_paths(path):
-    """A row's errors name the exception's class by ``module.qualname``: a class that moved
-    would be recorded under a new name, and rows written before and after would disagree."""
+def test_the_error_types_recorded_in_rows_are_their_classes_paths(path):
+    """A row's errors name the exception's class by ``module.qualname``, which a reader can
+    import: the class is where its recorded name says."""
     module, _, name = path.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     assert f"{cls.__module__}.{cls.__qualname__}" == path
+
+
+# ---- loggers ----------------------------------------------------------------------------------
+@functools.cache
+def made_loggers() -> frozenset:
+    """The names of the loggers the package's modules make, once every module is imported."""
+    def import_all(path, prefix):
+        for module in pkgutil.iter_modules(path, prefix):
+            if module.name == "django_sqlqueue.admin" or (
+                    module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0)):
+                continue
+            imported = importlib.import_module(module.name)
+            if module.ispkg:
+                import_all(imported.__path__, module.name + ".")
+
+    import_all(django_sqlqueue.__path__, "django_sqlqueue.")
+    return frozenset(name for name, logger in logging.Logger.manager.loggerDict.items()
+                     if isinstance(logger, logging.Logger))
+
+
+def is_logger_name(name: str) -> bool:
+    """A logger of the package, or the parent of some (``django_sqlqueue.worker``: what the
+    worker's own lines are labelled, and a name that configures every worker logger)."""
+    return any(made == name or made.startswith(name + ".") for made in made_loggers())
 
 
 def documented_loggers():
@@ -108,18 +247,6 @@ def documented_loggers():
 def test_the_documented_loggers_keep_their_names():
     """A module that moved keeps the logger name the docs give (logging configurations name
     them), so each documented name is a logger some module of the package made."""
-    def import_all(path, prefix):
-        for module in pkgutil.iter_modules(path, prefix):
-            if module.name == "django_sqlqueue.admin" or (
-                    module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0)):
-                continue
-            imported = importlib.import_module(module.name)
-            if module.ispkg:
-                import_all(imported.__path__, module.name + ".")
-
-    import_all(django_sqlqueue.__path__, "django_sqlqueue.")
     names = documented_loggers()
     assert "django_sqlqueue.worker.maintenance" in names and len(names) > 8
-    made = {name for name, logger in logging.Logger.manager.loggerDict.items()
-            if isinstance(logger, logging.Logger)}
-    assert [name for name in names if name not in made] == []
+    assert [name for name in names if name not in made_loggers()] == []

@@ -2,8 +2,8 @@
 one of a layer above its own, counting imports inside functions. The one way up allowed is the
 models' delegation: a method of a model, manager or queryset in models/ imports its duty inside
 its body (``Job.objects.claim`` hands the work to claim/), and no duty calls it back. The package
-never imports its own old paths (the thin modules kept where a documented module was before it
-moved), and never reaches a model through the app registry to dodge an import."""
+never reaches a model through the app registry to dodge an import (and keeps no thin module at
+an old path: tests/unit/test_reexports.py)."""
 
 import ast
 from pathlib import Path
@@ -17,7 +17,7 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 #: names it ("" is the package's face: ``job``, ``schedule``, ``enqueue_on_commit``...).
 LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals", "telemetry")),
-    ("database", ("db", "sql", "sql_mariadb", "migration_operations")),
+    ("database", ("db", "migration_operations")),
     ("models", ("models",)),
     ("duties", (
         "enqueue", "claim", "run", "workflows", "schedules", "waiting", "queues",
@@ -110,14 +110,13 @@ def cycles(graph: dict) -> list:
 
 
 def scan():
-    """The package's modules (but its migrations), what each imports (and whether only inside
-    functions), and its old paths."""
+    """The package's modules (but its migrations), and what each imports (and whether only
+    inside functions)."""
     paths = [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
     modules = {module_name(p) for p in paths}
     imports = {module_name(p): imports_of(p, modules) for p in paths}
-    old_paths = {module_name(p) for p in paths if "sys.modules[__name__] = " in p.read_text()}
     assert imports["django_sqlqueue.run.runner"], "the scan found no imports: it is broken"
-    return imports, old_paths
+    return imports
 
 
 def layer_of(module: str) -> int:
@@ -139,7 +138,7 @@ def delegates_down(module: str, imported: str, lazy) -> bool:
 def test_the_package_has_no_import_cycles():
     """None but through the models' delegation (a duty imports the models, and a model's
     method imports that duty to hand it its work) and the allowed imports up."""
-    imports, _ = scan()
+    imports = scan()
     assert cycles({module: {imported for imported, lazy in found.items()
                             if not delegates_down(module, imported, lazy)
                             and (module, imported) not in ALLOWED_UPWARD}
@@ -147,13 +146,13 @@ def test_the_package_has_no_import_cycles():
 
 
 def test_lower_layers_never_import_upper_ones():
-    imports, old_paths = scan()
+    imports = scan()
     upward = [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {imported} "
         f"({LAYERS[layer_of(imported)][0]}){f' inside a {lazy}' if lazy else ''}"
-        for module, found in sorted(imports.items()) if module not in old_paths
+        for module, found in sorted(imports.items())
         for imported, lazy in sorted(found.items())
-        if imported not in old_paths and layer_of(imported) > layer_of(module)
+        if layer_of(imported) > layer_of(module)
         and (module, imported) not in ALLOWED_UPWARD
         and not delegates_down(module, imported, lazy)
     ]
@@ -163,7 +162,7 @@ def test_lower_layers_never_import_upper_ones():
 def test_the_models_delegate_only_inside_their_methods():
     """A models/ module imports a duty only inside a method, never at its top: the duties
     import the models at theirs."""
-    imports, _ = scan()
+    imports = scan()
     assert [(module, imported) for module, found in sorted(imports.items())
             if module.startswith("django_sqlqueue.models")
             for imported, lazy in sorted(found.items())
@@ -171,17 +170,10 @@ def test_the_models_delegate_only_inside_their_methods():
 
 
 def test_the_scan_sees_imports_inside_functions():
-    imports, _ = scan()
+    imports = scan()
     assert imports["django_sqlqueue.models.job"]["django_sqlqueue.run.outcomes"] == "method"
     assert imports["django_sqlqueue.enqueue.on_commit"]["django_sqlqueue.models"] == "function"
     assert imports["django_sqlqueue.claim.limited"]["django_sqlqueue.models"] is False
-
-
-def test_the_package_never_imports_its_old_paths():
-    imports, old_paths = scan()
-    assert {"django_sqlqueue.scheduling", "django_sqlqueue.runner"} <= old_paths
-    assert [(module, sorted(set(found) & old_paths)) for module, found in sorted(imports.items())
-            if set(found) & old_paths and module not in old_paths] == []
 
 
 def test_no_model_is_reached_through_the_app_registry():

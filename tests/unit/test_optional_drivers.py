@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 WITHOUT_PSYCOPG = without("psycopg", "psycopg_binary", "psycopg_c", "psycopg2") + """
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
-from django_sqlqueue.execution import run_job
+from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.models import Job
 from tests.testapp.tasks import add
 

@@ -4,7 +4,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 from django_sqlqueue.management.stats_text import lines
-from django_sqlqueue.snapshot import STATES, QueueSnapshot, Snapshot
+from django_sqlqueue.observability.snapshot import STATES, QueueSnapshot, Snapshot
 
 NOW = dt.datetime(2030, 1, 1, 3, 0, tzinfo=dt.UTC)
 NONE = {"succeeded": 0, "exhausted": 0, "cancelled": 0, "expired": 0}

@@ -10,7 +10,7 @@ import pytest
 
 from django_sqlqueue.exceptions import InvalidPeriodicSchedule
 from django_sqlqueue.schedules import tick_plan
-from django_sqlqueue.timetables import (
+from django_sqlqueue.schedules.timetables import (
     CronTimetable,
     IntervalTimetable,
     next_ticks,

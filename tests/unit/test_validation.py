@@ -32,7 +32,7 @@ from django_sqlqueue.exceptions import (
 )
 from django_sqlqueue.models import Job
 from django_sqlqueue.registry import get_task, registered_names
-from django_sqlqueue.retry import retry_delay_seconds
+from django_sqlqueue.run.retry import retry_delay_seconds
 from tests.testapp.models import Order
 from tests.testapp.tasks import add, takes_anything
 

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ...enqueue.validation import queue_name
 from ...exceptions import InvalidJob, InvalidQueueLimit
 from ...models import Queue
-from ...queues import control as queue_control
+from ...queues import control
 from ..database_option import add_database_option, database_alias
 from ..queue_names import did_you_mean, known_queues
 
@@ -89,12 +89,12 @@ class Command(BaseCommand):
                 self._refuse_unknown(options["names"], action, alias)
             if action == "pause":
                 for name in options["names"]:
-                    row = queue_control.pause(name, by="manage.py queues", using=alias)
+                    row = control.pause(name, by="manage.py queues", using=alias)
                     self.stderr.write(f"{name}: paused since {row.paused_at:%Y-%m-%d %H:%M:%S}"
                                       f"{f' by {row.paused_by}' if row.paused_by else ''}")
             elif action == "resume":
                 for name in options["names"]:
-                    row = queue_control.resume(name, using=alias)
+                    row = control.resume(name, using=alias)
                     self.stderr.write(f"{name}: {'resumed' if row else 'was not paused'}")
             elif action == "limit":
                 limits = {dest: options[dest] for dest in
@@ -103,18 +103,18 @@ class Command(BaseCommand):
                 if not limits:
                     raise CommandError("give at least one limit, e.g. --concurrency 5 or "
                                        "--rate 100 --period 60 ('none' removes one).")
-                row = queue_control.set_limits(options["names"][0], using=alias, **limits)
+                row = control.set_limits(options["names"][0], using=alias, **limits)
                 self.stderr.write(f"{row.name}: limits {row.describe_limits()}")
             elif action == "fair":
                 weights = {} if options["no_weights"] else options["weights"]
                 if weights is not None:
                     weights = dict(weights)
-                row = queue_control.set_fair(options["names"][0], not options["off"],
-                                             weights=weights, using=alias)
+                row = control.set_fair(options["names"][0], not options["off"],
+                                       weights=weights, using=alias)
                 self.stderr.write(f"{row.name}: limits {row.describe_limits()}")
         except (InvalidJob, InvalidQueueLimit) as exc:
             raise CommandError(str(exc)) from None
-        states = queue_control.states(using=alias)
+        states = control.states(using=alias)
         if options["json"]:
             self.stdout.write(json.dumps([asdict(state) for state in states], indent=2))
         elif not states:

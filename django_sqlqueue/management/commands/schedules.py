@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from ...models import Schedule
-from ...schedules import operations as scheduling
+from ...schedules import operations
 from ...schedules.declare import declared
 from ..database_option import add_database_option, database_alias
 
@@ -41,26 +41,26 @@ class Command(BaseCommand):
         alias = database_alias(options, Schedule)
         rows = Schedule.objects.using(alias)
         if options["sync"]:
-            result = scheduling.sync(alias)
+            result = operations.sync(alias)
             self.stderr.write(f"synced: {result.summary()}")
         by = "manage.py schedules"
         for name in options["pause"]:
-            done = scheduling.pause(rows.filter(name=self._known(rows, name).name), by=by)
+            done = operations.pause(rows.filter(name=self._known(rows, name).name), by=by)
             self.stderr.write(f"{name}: {'paused' if done else 'not active: left as it was'}")
         for name in options["resume"]:
-            done = scheduling.resume(rows.filter(name=self._known(rows, name).name))
+            done = operations.resume(rows.filter(name=self._known(rows, name).name))
             self.stderr.write(f"{name}: {'resumed' if done else 'not paused: left as it was'}")
         for name in options["run_now"]:
             try:
-                job = scheduling.run_now(self._known(rows, name), by=by, alias=alias)
+                job = operations.run_now(self._known(rows, name), by=by, alias=alias)
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
             self.stderr.write(f"{name}: enqueued job #{job.pk}")
         listed = rows.all() if options["all"] else rows.current()
-        now = scheduling.database_now(alias)
+        now = operations.database_now(alias)
         # Declared here but not in the table yet (no worker started since): listed as such.
-        pending = [] if options["sync"] else scheduling.unsynced(alias, now=now)
-        summaries = scheduling.summaries(listed, now=now, pending=pending)
+        pending = [] if options["sync"] else operations.unsynced(alias, now=now)
+        summaries = operations.summaries(listed, now=now, pending=pending)
         if options["json"]:
             self.stdout.write(json.dumps(summaries, indent=2))
         else:

@@ -4,11 +4,4 @@ steps), ``expirer.py`` (jobs past ``expires_at``), ``rescuer.py`` (jobs whose le
 jobs whose parents are gone), ``rollup.py`` (throughput
 per minute and hour). Each has a config dataclass and ``run_once(now=None)``; ``steps.py`` holds
 what they share and ``service.py`` runs them every interval (``Maintenance``).
-
-``django_sqlqueue.worker.maintenance`` was the module ``service.py`` is now: its names stay
-importable from here.
 """
-
-from .service import Maintenance, MaintenanceResult
-
-__all__ = ["Maintenance", "MaintenanceResult"]

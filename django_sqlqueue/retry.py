@@ -1,9 +1,0 @@
-"""Moved to :mod:`django_sqlqueue.run.retry`; this path stays for code written against it
-(docs/api.md, docs/concepts.md). The old name is the new module itself, not a copy of its names:
-a monkeypatch or ``mock.patch`` through either path changes the same object."""
-
-import sys
-
-from .run import retry as _module
-
-sys.modules[__name__] = _module
