@@ -113,9 +113,10 @@ class Pool:
         self.worker_id = worker_id
         self.default_timeout = default_timeout
         self.on_slot_free = on_slot_free
-        # Writes every outcome; a job stays held until its outcome is written (outcome_written).
-        self.writer = writer or OutcomeWriter(alias=alias, on_written=self.outcome_written,
-                                              batched=False)
+        # Writes every outcome; a job stays held until its outcome is written, which the writer
+        # tells the pool (outcome_written): the pool is its writer's one listener.
+        self.writer = writer or OutcomeWriter(alias=alias, batched=False)
+        self.writer.on_written = self.outcome_written
         self.on_result = on_result or (lambda result: None)  # each written job's RunResult
         self.max_backlog = max_backlog  # ran, outcome unwritten: past this, claim nothing
         self._unwritten = 0  # held jobs whose thread is done but whose outcome is not written

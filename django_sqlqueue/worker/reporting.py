@@ -11,9 +11,7 @@ from django.db import connections
 
 from .. import __version__
 from ..db import ops
-from ..models import Job
 from . import log_format
-from .resilience import TRANSIENT
 
 
 class WorkerReporting:
@@ -51,17 +49,6 @@ class WorkerReporting:
         declared = len(synced.created) + len(synced.updated) + synced.unchanged
         return (f"{declared} declared here (synced: {synced.summary()}); due ticks checked "
                 f"every {self.config.scheduler_interval:g}s")
-
-    def _print_progress(self):
-        try:
-            jobs = Job.objects.using(self.alias).in_queues(self.config.queues)
-            ready = jobs.ready().count()
-            waiting = jobs.unfinished().count()
-        except TRANSIENT:
-            return
-        self._say(f"progress: attempts_run={self.pool.jobs_done} ready={ready} "
-                  f"unfinished={waiting}", "worker.progress", attempts_run=self.pool.jobs_done,
-                  ready=ready, unfinished=waiting)
 
     def _say(self, text, event, *, level="info", **values):
         """Print one of this worker's own lines: ``text``, or with --log-format keyvalue/json
