@@ -26,14 +26,12 @@ from django.db import router
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import backend_checks
-from .conf import get_settings
-from .enqueue import validation
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
 from .run.runner import (
@@ -99,29 +97,7 @@ class SQLQueueBackend(BaseTaskBackend):
 
     def validate_task(self, task):
         super().validate_task(task)
-        for option in ("max_attempts", "max_interruptions"):
-            value = getattr(task, option, None)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise InvalidTask(f"{option} must be an integer of at least 1, not {value!r}.")
-        backoff = getattr(task, "backoff", None)
-        if backoff is not None and not callable(backoff):
-            raise InvalidTask(
-                "backoff must be a callable(exception, task_result) -> seconds | None."
-            )
-        timeout = getattr(task, "timeout", None)
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
-        transactional = getattr(task, "transactional", False)
-        if transactional is not False:
-            try:
-                validation.transactional_timeout(transactional, timeout, get_settings())
-                validation.not_async_transactional(
-                    task.module_path, iscoroutinefunction(task.func),
-                    {"transactional": transactional})
-            except InvalidJob as exc:
-                raise InvalidTask(str(exc)) from None
+        backend_checks.check_task_options(task)
 
     def enqueue(self, task, args, kwargs):
         from .models import Job

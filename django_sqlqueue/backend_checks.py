@@ -1,14 +1,20 @@
-"""System checks of a SQLQueueBackend's TASKS entry (``manage.py check``)."""
+"""System checks of a SQLQueueBackend's TASKS entry (``manage.py check``), and of the options
+of each ``@task`` made for it."""
+
+from inspect import iscoroutinefunction
 
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.tasks.exceptions import InvalidTask
 from django.utils.module_loading import import_string
 
 from .checks import DATABASE_HINT, database_problem
-from .conf import QUEUE_NAME_RE
+from .conf import QUEUE_NAME_RE, get_settings
+from .enqueue import validation
+from .exceptions import InvalidJob
 
 OPTION_NAMES = {"DATABASE", "MAX_ATTEMPTS", "MAX_INTERRUPTIONS", "BACKOFF"}
 APP_MISSING = "django_sqlqueue is not in INSTALLED_APPS, so there is no jobs table."
@@ -75,3 +81,31 @@ def check_backend(backend) -> list:
               "Use 1 to 100 of letters, digits, '_', '.', '-', starting with a letter or digit.",
               "E107")
     return errors
+
+
+def check_task_options(task) -> None:
+    """Refuse a ``@task`` whose options this backend cannot honour (``InvalidTask``, naming
+    the option): called when the task is made (``SQLQueueBackend.validate_task``)."""
+    for option in ("max_attempts", "max_interruptions"):
+        value = getattr(task, option, None)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise InvalidTask(f"{option} must be an integer of at least 1, not {value!r}.")
+    backoff = getattr(task, "backoff", None)
+    if backoff is not None and not callable(backoff):
+        raise InvalidTask(
+            "backoff must be a callable(exception, task_result) -> seconds | None."
+        )
+    timeout = getattr(task, "timeout", None)
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise InvalidTask(f"timeout must be a positive number of seconds, not {timeout!r}.")
+    transactional = getattr(task, "transactional", False)
+    if transactional is not False:
+        try:
+            validation.transactional_timeout(transactional, timeout, get_settings())
+            validation.not_async_transactional(
+                task.module_path, iscoroutinefunction(task.func),
+                {"transactional": transactional})
+        except InvalidJob as exc:
+            raise InvalidTask(str(exc)) from None

@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import Http404, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils import timezone
@@ -40,15 +39,13 @@ from .filters import (
     TaskFilter,
     WorkflowFilter,
 )
+from .page_actions import PageActionsMixin, when_field
 from .paginator import EstimatedCountPaginator
 from .step_detail import steps_detail
 from .workflow_detail import workflow_detail
 
-#: Actions offered as buttons on a job's page (deleting has Django's own button there).
-DETAIL_ACTIONS = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
 
-
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(PageActionsMixin, admin.ModelAdmin):
     list_display = (
         "id", "status_badge", "task", "queue", "attempts_of_max", "run_at_when", "age",
         "duration", "worker", "last_error",
@@ -66,6 +63,9 @@ class JobAdmin(admin.ModelAdmin):
     show_full_result_count = False  # that would be a COUNT(*) of the whole table
     show_facets = admin.ShowFacets.NEVER  # facet counts are a COUNT per filter choice
     actions = (actions.retry_now, actions.run_now, actions.cancel, actions.delete_selected)
+    # Deleting has Django's own button on a job's page.
+    page_actions = {"retry_now": "Retry now", "run_now": "Run now", "cancel": "Cancel job"}
+    changelist_class = JobChangeList
 
     readonly_fields = (
         "last_error_detail",
@@ -84,9 +84,6 @@ class JobAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
-    def _has(self, request, codename):
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
-
     def has_retry_permission(self, request):
         return self._has(request, "retry_job")
 
@@ -97,9 +94,6 @@ class JobAdmin(admin.ModelAdmin):
         return self._has(request, "cancel_job")
 
     # ---- the list ------------------------------------------------------------------------
-    def get_changelist(self, request, **kwargs):
-        return JobChangeList
-
     def get_search_results(self, request, queryset, search_term):
         """A number ("42" or "#42") finds the job with that id, through the primary key;
         ``tag:NAME`` the jobs with that tag (``JobQuerySet.tagged``). Other text is looked for
@@ -192,6 +186,13 @@ class JobAdmin(admin.ModelAdmin):
     def last_error_detail(self, job):
         return job_page.last_error_detail(job)
 
+    enqueued = when_field("enqueued_at", "enqueued")
+    due = when_field("run_at", "run at")
+    claimed = when_field("claimed_at", "claimed (latest attempt)")
+    finished = when_field("finished_at", "finished")
+    expires = when_field("expires_at", "expires")
+    lease_expires = when_field("lease_expires_at", "lease expires")
+
     @admin.display(description="retry policy")
     def retry_policy(self, job):
         return (
@@ -199,30 +200,6 @@ class JobAdmin(admin.ModelAdmin):
             f"{job.retry_min_delay_seconds:g} s and {job.retry_max_delay_seconds:g} s, "
             f"jitter {job.retry_jitter:.0%}"
         )
-
-    @admin.display(description="enqueued")
-    def enqueued(self, job):
-        return when(job.enqueued_at)
-
-    @admin.display(description="run at")
-    def due(self, job):
-        return when(job.run_at)
-
-    @admin.display(description="claimed (latest attempt)")
-    def claimed(self, job):
-        return when(job.claimed_at)
-
-    @admin.display(description="finished")
-    def finished(self, job):
-        return when(job.finished_at)
-
-    @admin.display(description="expires")
-    def expires(self, job):
-        return when(job.expires_at)
-
-    @admin.display(description="lease expires")
-    def lease_expires(self, job):
-        return when(job.lease_expires_at)
 
     @admin.display(description="waited")
     def waited(self, job):
@@ -297,18 +274,9 @@ class JobAdmin(admin.ModelAdmin):
     def result_json(self, job):
         return pretty_json(job.result) if job.result is not None else "-"
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        available = self.get_actions(request)
-        job = self.get_object(request, object_id)
-        buttons = [
-            (name, label) for name, label in DETAIL_ACTIONS.items()
-            if name in available and job is not None
-            and job.status in actions.OPERATIONS[name].applies_to
-            and not (name == "cancel" and job.cancel_requested_at is not None)  # asked already
-        ]
-        return super().change_view(
-            request, object_id, form_url, {**(extra_context or {}), "job_actions": buttons}
-        )
+    def page_action_applies(self, job, action):
+        return (job.status in actions.OPERATIONS[action].applies_to
+                and not (action == "cancel" and job.cancel_requested_at is not None))  # asked
 
     # ---- extra pages ---------------------------------------------------------------------
     def get_urls(self):
@@ -318,8 +286,6 @@ class JobAdmin(admin.ModelAdmin):
             path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
             path("dashboard/data/", wrap(self.dashboard_data_view),
                  name=f"{prefix}_dashboard_data"),
-            path("<path:object_id>/act/<str:action>/", wrap(self.job_action_view),
-                 name=f"{prefix}_act"),
             path("workflow/<uuid:workflow_id>/", wrap(self.workflow_view),
                  name=f"{prefix}_workflow"),
             path("workflow/<uuid:workflow_id>/<str:action>/", wrap(self.workflow_action_view),
@@ -353,24 +319,3 @@ class JobAdmin(admin.ModelAdmin):
         """The list, with a link to the workflow's page when it is filtered by one."""
         return super().changelist_view(request, {
             **(extra_context or {}), "workflow_url": workflow_page.url_of_filter(self, request)})
-
-    def job_action_view(self, request, object_id, action):
-        """A button on a job's page: the same action as in the list, for this one job."""
-        return require_POST(self._job_action)(request, object_id, action)
-
-    def _job_action(self, request, object_id, action):
-        if action not in DETAIL_ACTIONS:
-            raise PermissionDenied
-        available = self.get_actions(request)
-        if action not in available:
-            raise PermissionDenied
-        job = self.get_object(request, object_id)
-        if job is None:
-            raise Http404(f"No job with id {object_id!r}.")
-        entry = available[action]  # an Action on Django 6.1+, a (func, name, text) tuple before
-        func = entry.func if hasattr(entry, "func") else entry[0]
-        func(self, request, self.get_queryset(request).filter(pk=job.pk))
-        return HttpResponseRedirect(
-            reverse("admin:django_sqlqueue_job_change", args=[job.pk],
-                    current_app=self.admin_site.name)
-        )

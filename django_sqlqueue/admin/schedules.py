@@ -13,26 +13,21 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.views.decorators.http import require_POST
 
 from ..models import Job, Schedule
 from ..schedules import operations
 from .display import between, breakable, pretty_json, seconds_text, status_badge, when
+from .page_actions import PageActionsMixin, when_field
 from .schedule_form import RuntimeScheduleEditing
 
 logger = logging.getLogger("django_sqlqueue.admin")
 STATE_COLOURS = {"active": "#2e9d4a", "paused": "#c77700", "retired": "#7d8590"}
-#: Buttons on a schedule's page: (action, label, permission, the states it applies to).
-DETAIL_ACTIONS = (
-    ("run_now", "Run now", "run_now", ("active", "paused")),
-    ("pause", "Pause", "pause", ("active",)),
-    ("resume", "Resume", "pause", ("paused",)),
-)
+#: The states of a schedule each button on its page applies to.
+PAGE_ACTION_STATES = {"run_now": ("active", "paused"), "pause": ("active",),
+                      "resume": ("paused",)}
 
 
 class StateFilter(admin.SimpleListFilter):
@@ -67,7 +62,7 @@ def who(request) -> str:
     return f"admin:{request.user.get_username()}"
 
 
-class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
+class ScheduleAdmin(RuntimeScheduleEditing, PageActionsMixin, admin.ModelAdmin):
     list_display = ("name", "task", "when", "time_zone", "state_badge", "next_runs",
                     "last_run", "missed_policy", "owner")
     list_filter = (StateFilter, "source")
@@ -75,6 +70,8 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
     search_help_text = "Text in the schedule's name or its task's name."
     ordering = ("name",)
     actions = ("pause", "resume", "run_now")
+    page_actions = {"run_now": "Run now", "pause": "Pause", "resume": "Resume"}
+    changelist_class = ScheduleChangeList
     fieldsets = (
         (None, {"fields": ("name", "owner", "task", "state_badge", "when", "time_zone", "arguments",
                            "job_options_json")}),
@@ -90,17 +87,11 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
 
     # ---- permissions: add, change, delete of run-time schedules (schedule_form.py), plus
     # pause/resume and run now
-    def _has(self, request, codename):
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
-
     def has_pause_permission(self, request):
         return self._has(request, "pause_schedule")
 
     def has_run_now_permission(self, request):
         return self._has(request, "run_schedule_now")
-
-    def get_changelist(self, request, **kwargs):
-        return ScheduleChangeList
 
     # ---- columns -------------------------------------------------------------------------
     @admin.display(description="task", ordering="task_name")
@@ -205,13 +196,8 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
             return "none"
         return format_html("{}, the latest {}", row.skipped_ticks, when(row.last_skipped_at))
 
-    @admin.display(description="created")
-    def created(self, row):
-        return when(row.created_at)
-
-    @admin.display(description="definition synced")
-    def synced(self, row):
-        return when(row.synced_at)
+    created = when_field("created_at", "created")
+    synced = when_field("synced_at", "definition synced")
 
     @admin.display(description="paused")
     def paused(self, row):
@@ -267,34 +253,5 @@ class ScheduleAdmin(RuntimeScheduleEditing, admin.ModelAdmin):
                               messages.WARNING)
 
     # ---- a schedule's page: its buttons --------------------------------------------------
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        row = self.get_object(request, object_id)
-        buttons = []
-        if row is not None:
-            buttons = [(name, label) for name, label, permission, states in DETAIL_ACTIONS
-                       if row.state in states
-                       and getattr(self, f"has_{permission}_permission")(request)]
-        return super().change_view(
-            request, object_id, form_url,
-            {**(extra_context or {}), "schedule_actions": buttons})
-
-    def get_urls(self):
-        return [
-            path("<path:object_id>/act/<str:action>/",
-                 self.admin_site.admin_view(require_POST(self.schedule_action_view)),
-                 name="django_sqlqueue_schedule_act"),
-            *super().get_urls(),
-        ]
-
-    def schedule_action_view(self, request, object_id, action):
-        spec = {name: permission for name, _, permission, _ in DETAIL_ACTIONS}
-        if action not in spec:
-            raise Http404(f"no action {action!r}")
-        if not getattr(self, f"has_{spec[action]}_permission")(request):
-            raise PermissionDenied
-        row = self.get_object(request, object_id)
-        if row is None:
-            raise Http404("no such schedule")
-        getattr(self, action)(request, Schedule.objects.using(row._state.db).filter(pk=row.pk))
-        return HttpResponseRedirect(reverse("admin:django_sqlqueue_schedule_change",
-                                            args=[row.pk], current_app=self.admin_site.name))
+    def page_action_applies(self, row, action):
+        return row.state in PAGE_ACTION_STATES[action]

@@ -325,7 +325,7 @@ class DatabaseDriver(KeyedReads, WriteStatements):
 
     def listen(self, params: dict, channels):
         """A context manager: a connection of its own, opened from ``params`` (the client's
-        connect arguments, ``worker/listening.listen_params``), that LISTENs on ``channels``
+        connect arguments, ``db/listening.listen_params``), that LISTENs on ``channels``
         (names of ours), as an object whose ``wait(timeout)`` gives the notifications that
         arrive within ``timeout`` seconds, as (channel, payload). A lost connection raises, from
         the ``with`` or from ``wait``. It never uses this driver's connection, so another thread

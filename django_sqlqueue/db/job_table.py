@@ -50,109 +50,80 @@ SLOT_HELD = Q(unique_slot__isnull=False) & Q(
     GreaterThan(F("unique_states").bitand(STATUS_BIT), 0)
 )
 
+
+def at_least_one(field: str) -> models.CheckConstraint:
+    """The check that ``field`` (a count of attempts) is at least 1."""
+    return models.CheckConstraint(condition=Q(**{f"{field}__gte": 1}),
+                                  name=f"sqlqueue_job_{field}_positive")
+
+
 #: The job table's indexes.
 INDEXES = [
     # The claim query of a worker with --queue: ready rows of that queue in claim order.
     # Partial, so it holds only ready rows and claiming costs the same with ten or ten
     # million finished jobs.
-    models.Index(
-        fields=["queue", "-priority", "run_at", "id"],
-        name="sqlqueue_job_ready",
-        condition=Q(status__in=READY_STATUSES),
-    ),
+    models.Index(fields=["queue", "-priority", "run_at", "id"], name="sqlqueue_job_ready",
+                 condition=Q(status__in=READY_STATUSES)),
     # The claim query of a worker serving every queue (the default). Without it, that
     # claim sorts every ready row to find the first few (20,000 ready rows: 13 ms per
     # claim instead of 0.3 ms). One more entry per insert, in an index as small as the
     # number of ready jobs.
-    models.Index(
-        fields=["-priority", "run_at", "id"],
-        name="sqlqueue_job_ready_any_queue",
-        condition=Q(status__in=READY_STATUSES),
-    ),
+    models.Index(fields=["-priority", "run_at", "id"], name="sqlqueue_job_ready_any_queue",
+                 condition=Q(status__in=READY_STATUSES)),
     # The claim of a queue with per-key limits (claim/limited.py): each key's ready rows
     # in claim order, so that a key at its limit is skipped without reading its backlog,
     # and the distinct ready keys are found by one probe each. Holds only ready rows.
-    models.Index(
-        fields=["queue", "concurrency_key", "-priority", "run_at", "id"],
-        name="sqlqueue_job_ready_by_key",
-        condition=Q(status__in=READY_STATUSES),
-    ),
+    models.Index(fields=["queue", "concurrency_key", "-priority", "run_at", "id"],
+                 name="sqlqueue_job_ready_by_key", condition=Q(status__in=READY_STATUSES)),
     # The claim of a worker's transactional lane (worker/transactional_lane.py): ready
     # transactional rows in claim order. Partial, so a job that is not transactional adds no
     # entry (MariaDB, which has no partial index, has none: there the lane reads the ready
     # index of every queue and skips the other jobs).
-    models.Index(
-        fields=["-priority", "run_at", "id"],
-        name="sqlqueue_job_ready_transact",
-        condition=Q(status__in=READY_STATUSES, transactional=True),
-    ),
+    models.Index(fields=["-priority", "run_at", "id"], name="sqlqueue_job_ready_transact",
+                 condition=Q(status__in=READY_STATUSES, transactional=True)),
     # The lease rescuer's scan: running rows by lease expiry. Partial, so it stays as
     # small as the number of jobs running right now.
-    models.Index(
-        fields=["lease_expires_at"],
-        name="sqlqueue_job_leases",
-        condition=Q(status=JobStatus.RUNNING),
-    ),
+    models.Index(fields=["lease_expires_at"], name="sqlqueue_job_leases",
+                 condition=Q(status=JobStatus.RUNNING)),
     # The expirer's scan: waiting jobs that have an expires_at. Without it, each
     # maintenance pass read every waiting row (200,000 waiting jobs: a 0.3 s UPDATE, the
     # longest transaction of a busy drain); with it, only jobs given a max_age are in it.
-    models.Index(
-        fields=["expires_at"],
-        name="sqlqueue_job_expiring",
-        condition=Q(status__in=READY_STATUSES, expires_at__isnull=False),
-    ),
+    models.Index(fields=["expires_at"], name="sqlqueue_job_expiring",
+                 condition=Q(status__in=READY_STATUSES, expires_at__isnull=False)),
     # The throughput rollup's scan (worker/maintenance/rollup.py): jobs that finished in the last
     # few minutes, by finished_at. Finishing a job is an update that writes a new entry
     # in every index whose condition the row meets (the primary key's alone, before),
     # so this costs one more index entry per finished job; without it, every rollup
     # would read the whole table.
-    models.Index(
-        fields=["finished_at"],
-        name="sqlqueue_job_finished",
-        condition=Q(finished_at__isnull=False),
-    ),
+    models.Index(fields=["finished_at"], name="sqlqueue_job_finished",
+                 condition=Q(finished_at__isnull=False)),
     # Finding the job that holds a unique slot, after an insert conflicted on it (insert_job):
     # the rows with a slot, held or not (the unique index's condition is more than a lookup
     # can name). Only jobs given unique_states or unique_period are in it. MariaDB has no
     # partial index: it finds the holder by the generated column of migration 0015.
-    models.Index(
-        fields=["unique_slot"],
-        name="sqlqueue_job_unique_slots",
-        condition=Q(unique_slot__isnull=False),
-    ),
+    models.Index(fields=["unique_slot"], name="sqlqueue_job_unique_slots",
+                 condition=Q(unique_slot__isnull=False)),
     # The count of waiting jobs per queue (stats, the dashboard): partial, so only a workflow's
     # jobs waiting for their parents are in it.
-    models.Index(
-        fields=["queue"],
-        name="sqlqueue_job_waiting",
-        condition=Q(status=JobStatus.WAITING),
-    ),
+    models.Index(fields=["queue"], name="sqlqueue_job_waiting",
+                 condition=Q(status=JobStatus.WAITING)),
     # A workflow's jobs (docs/workflows.md): the admin's filter, cancelling a workflow. Partial,
     # so a job outside any workflow adds no entry (MariaDB, which has no partial index, has
     # none: there those reads scan the table).
-    models.Index(
-        fields=["workflow_id"],
-        name="sqlqueue_job_workflow",
-        condition=Q(workflow_id__isnull=False),
-    ),
+    models.Index(fields=["workflow_id"], name="sqlqueue_job_workflow",
+                 condition=Q(workflow_id__isnull=False)),
 ]
 #: The job table's constraints: rows inserted by SQL are checked by the database too.
 CONSTRAINTS = [
     # At most one unfinished job per unique key; the key is free again once it finishes.
-    models.UniqueConstraint(
-        fields=["unique_key"],
-        name="sqlqueue_job_unique_key",
-        condition=Q(status__in=KEY_HOLDING_STATUSES, unique_key__isnull=False),
-    ),
+    models.UniqueConstraint(fields=["unique_key"], name="sqlqueue_job_unique_key",
+                            condition=Q(status__in=KEY_HOLDING_STATUSES, unique_key__isnull=False)),
     # At most one job per unique slot among the jobs that hold theirs (SLOT_HELD): a unique key
     # with chosen statuses, or with a period (the slot names the key's period), docs/api.md.
     # Only rows with a slot are in it (none, without unique_states or unique_period), so a
     # plain insert or outcome write costs what it did. MariaDB: a generated column, 0015.
-    models.UniqueConstraint(
-        fields=["unique_slot"],
-        name="sqlqueue_job_unique_slot",
-        condition=SLOT_HELD,
-    ),
+    models.UniqueConstraint(fields=["unique_slot"], name="sqlqueue_job_unique_slot",
+                            condition=SLOT_HELD),
     # Rows inserted by SQL are checked by the database itself.
     models.CheckConstraint(
         condition=Q(status__in=JobStatus.values), name="sqlqueue_job_status_valid"
@@ -161,13 +132,8 @@ CONSTRAINTS = [
         condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
         name="sqlqueue_job_priority_range",
     ),
-    models.CheckConstraint(
-        condition=Q(max_attempts__gte=1), name="sqlqueue_job_max_attempts_positive"
-    ),
-    models.CheckConstraint(
-        condition=Q(max_interruptions__gte=1),
-        name="sqlqueue_job_max_interruptions_positive",
-    ),
+    at_least_one("max_attempts"),
+    at_least_one("max_interruptions"),
 ]
 
 

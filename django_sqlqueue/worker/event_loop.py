@@ -153,13 +153,13 @@ class EventLoop:
 
     async def _after_trouble(self) -> None:
         """Once the database was in trouble, before the next job starts: as a job thread does
-        (``Pool.after_trouble``: the ORM thread's connections checked, the held claims read
+        (``LostClaims.after_trouble``: the ORM thread's connections checked, the held claims read
         back), once for the loop; the jobs that come meanwhile wait for it."""
         if self.pool.gate.trouble == self._checked:
             return
         async with self._checking:
             if self.pool.gate.trouble != self._checked:
-                self._checked = await off_loop(self.pool.after_trouble)()
+                self._checked = await off_loop(self.pool.lost_claims.after_trouble)()
 
     def _time_out(self, entry) -> None:
         if entry.timed_out or entry.ran:

@@ -73,7 +73,7 @@ class LostClaims:
             except TRANSIENT:
                 drop_connection(pool.alias)
                 pool.gate.close("reading back the held claims failed")
-                if not pool.gate.wait(pool._stopped.is_set):
+                if not pool.gate.wait(pool.stopped.is_set):
                     # Shutting down with the database gone: the job in hand runs unchecked, as
                     # any did before this reading (its first query fails: an interruption).
                     return trouble

@@ -29,10 +29,12 @@ logger = logging.getLogger(__name__)
 
 
 class OutcomeWriter:
-    def __init__(self, *, alias: str, on_written, batched: bool = True, interval: float = 0.02,
+    def __init__(self, *, alias: str, on_written=None, batched: bool = True, interval: float = 0.02,
                  max_batch: int = 500, outcome_deadline: float = 300.0):
         self.alias = alias
-        self.on_written = on_written  # (job, outcome, applied: bool) once written or given up
+        # (job, outcome, applied: bool) once written or given up; a pool given this writer
+        # sets it to its own ``outcome_written``.
+        self.on_written = on_written
         self.batched = batched
         self.interval = interval  # seconds an outcome may wait for others to share its write
         self.max_batch = max_batch  # outcomes per statement

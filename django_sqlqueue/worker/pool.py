@@ -1,4 +1,5 @@
-"""The threads that run jobs, and the jobs this process holds.
+"""The jobs this process holds, and where each claimed job runs: on a job thread
+(``job_threads.py``) or, async, on the event loop (``event_loop.py``).
 
 A job is "held" from the moment it is claimed until its outcome is written. The fetcher claims
 up to the free slots: the threads, plus - while recent jobs were short - several jobs per thread
@@ -20,21 +21,18 @@ lost are dropped (``lost_claims.py``).
 
 import logging
 import math
-import queue
 import threading
 import time
 from dataclasses import dataclass
 
-from django.db import connections
-
-from ..run import runner, transactional
+from ..run import runner
 from ..run.execution import report
-from ..telemetry import metrics
 from .event_loop import EventLoop
+from .job_threads import JobThreads
 from .log_format import fields
 from .lost_claims import LostClaims
 from .outcome_writer import OutcomeWriter
-from .resilience import DatabaseGate, tidy_connections
+from .resilience import DatabaseGate
 
 logger = logging.getLogger(__name__)
 #: Jobs are claimed ahead only while the recent average job took less than this (seconds).
@@ -58,10 +56,6 @@ def claim_of(job) -> tuple:
     return job.pk, job.claim_token
 
 
-class PoolStartError(RuntimeError):
-    """The system refused to start all of the pool's threads."""
-
-
 @dataclass
 class HeldJob:
     job: object
@@ -77,6 +71,32 @@ class HeldJob:
     task: object = None  # its asyncio.Task, once the loop started it
 
 
+def split_free_slots(capacity: int, running: int, on_loop: int, async_size: int,
+                     share: float) -> int:
+    """The free slots of a pool with an event loop: ``capacity`` for the threads, ``async_size``
+    on the loop; ``running``: the jobs held whose outcome does not wait for the writer, ``on_loop``
+    of them taking an async slot;
+    ``share``: the share of async jobs among recent claims.
+
+    There are two kinds of slot, and a claim cannot tell which kind a job needs before it has
+    it. It asks for the free slots of each kind weighed by the share of that kind among recent
+    claims: all async jobs lately, it fills the async slots; all sync (or no async job yet), the
+    threads, exactly as without a loop. The sync side is rounded up, so a worker of async jobs
+    still finds a sync one; the async side asks for one job at least while the threads are full,
+    so that async jobs still flow then. A job of a kind whose slots are full waits, claimed
+    ahead: a sync job in the inbox for a thread, an async one on the loop for an async slot (both
+    released after ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so
+    that the jobs held never exceed the threads' capacity plus the async slots."""
+    sync_held = running - on_loop
+    free_sync = capacity - sync_held - max(0, on_loop - async_size)
+    free_async = async_size - on_loop - max(0, sync_held - capacity)
+    sync_part = math.ceil(max(0, free_sync) * (1 - share))
+    async_part = round(max(0, free_async) * share)
+    if share and not sync_part and free_async > 0:
+        async_part = max(1, async_part)
+    return sync_part + async_part
+
+
 class Pool:
     def __init__(self, size: int, *, alias: str, default_timeout, on_slot_free, writer=None,
                  on_result=None, max_backlog: int = MAX_UNWRITTEN, worker_id: str | None = None,
@@ -88,49 +108,34 @@ class Pool:
         self._on_loop = 0  # held jobs that take an async slot (started or about to be)
         self.async_share = 0.0  # moving average of the share of async jobs claimed
         self.alias = alias
-        # Whose claims the held jobs are, to read them back after trouble (drop_lost_claims);
+        # Whose claims the held jobs are, to read them back after trouble (lost_claims.py);
         # None: not read back (a pool driven by a test without a worker).
         self.worker_id = worker_id
         self.default_timeout = default_timeout
         self.on_slot_free = on_slot_free
-        # Writes every outcome; a job stays held until its outcome is written (outcome_written).
-        self.writer = writer or OutcomeWriter(alias=alias, on_written=self.outcome_written,
-                                              batched=False)
+        # Writes every outcome; a job stays held until its outcome is written, which the writer
+        # tells the pool (outcome_written): the pool is its writer's one listener.
+        self.writer = writer or OutcomeWriter(alias=alias, batched=False)
+        self.writer.on_written = self.outcome_written
         self.on_result = on_result or (lambda result: None)  # each written job's RunResult
         self.max_backlog = max_backlog  # ran, outcome unwritten: past this, claim nothing
         self._unwritten = 0  # held jobs whose thread is done but whose outcome is not written
         self.jobs_done = 0  # attempts run (a retried job counts once per attempt)
         self.mean_duration = None  # moving average of recent jobs' run time, seconds
-        # SimpleQueue: put/get in C, without queue.Queue's conditions; one hand-off per job.
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._held: dict = {}  # claim_of(job): HeldJob
         self._lock = threading.Lock()
         # Shut while the database is unreachable: the threads start no held job meanwhile.
         self.gate = DatabaseGate(alias)
-        self.lost_claims = LostClaims(self)  # read back after trouble (drop_lost_claims)
-        self._stopped = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"sqlqueue-job-{n}", daemon=True)
-            for n in range(size)
-        ]
+        self.lost_claims = LostClaims(self)  # read back after trouble
+        self.stopped = threading.Event()
+        self.threads = JobThreads(self, size)
         self.loop = (EventLoop(self, block_warning_seconds=block_warning_seconds)
                      if async_size else None)
 
     def start(self):
         if self.loop is not None:
             self.loop.start()
-        for started, thread in enumerate(self._threads):
-            try:
-                thread.start()
-            except RuntimeError as exc:  # "can't start new thread": a system or container limit
-                # The threads already started wait on an empty inbox; the process exits with
-                # this error, daemon threads and all. (Stopping them would make each exit, and a
-                # thread's exit may need memory the system just refused.)
-                raise PoolStartError(
-                    f"could only start {started} of {self.size} job threads ({exc}): lower "
-                    "--concurrency, or raise the limits on processes and memory (ulimit -u and "
-                    "-v, the container's pids and memory limits)."
-                ) from None
+        self.threads.start()
 
     # ---- what the fetcher and heartbeat see ------------------------------------------------
     def capacity(self) -> int:
@@ -141,18 +146,8 @@ class Pool:
     def free_slots(self) -> int:
         """Jobs the fetcher may claim now. A job whose outcome waits for the writer takes no
         slot (its thread is free) until ``max_backlog`` of them wait: then none is free, and
-        while the database refuses writes the worker claims nothing more.
-
-        With an event loop there are two kinds of slot, and a claim cannot tell which kind a
-        job needs before it has it. It asks for the free slots of each kind weighed by the share
-        of that kind among recent claims: all async jobs lately, it fills the async slots; all
-        sync (or no async job yet), the threads, exactly as without a loop. The sync side is
-        rounded up, so a worker of async jobs still finds a sync one; the async side asks for one
-        job at least while the threads are full, so that async jobs still flow then. A job of a
-        kind whose slots are full waits, claimed ahead: a sync job in the inbox for a thread, an
-        async one on the loop for an async slot (both released after
-        ``CLAIMED_AHEAD_MAX_WAIT``), and meanwhile takes a slot of the other kind, so that the
-        jobs held never exceed the threads' capacity plus the async slots."""
+        while the database refuses writes the worker claims nothing more. With an event loop,
+        the free slots of each kind, weighed (``split_free_slots``)."""
         capacity = self.capacity()
         with self._lock:
             if self._unwritten >= self.max_backlog:
@@ -160,15 +155,8 @@ class Pool:
             running = len(self._held) - self._unwritten
             if not self.async_size:
                 return capacity - running
-            sync_held = running - self._on_loop
-            free_sync = capacity - sync_held - max(0, self._on_loop - self.async_size)
-            free_async = self.async_size - self._on_loop - max(0, sync_held - capacity)
-            share = self.async_share
-        sync_part = math.ceil(max(0, free_sync) * (1 - share))
-        async_part = round(max(0, free_async) * share)
-        if share and not sync_part and free_async > 0:
-            async_part = max(1, async_part)
-        return sync_part + async_part
+            on_loop, share = self._on_loop, self.async_share
+        return split_free_slots(capacity, running, on_loop, self.async_size, share)
 
     def runs_on_loop(self, job) -> bool:
         """Whether this claim of ``job`` runs on the event loop (its task can be cancelled)."""
@@ -208,7 +196,7 @@ class Pool:
         if self.loop is None:
             with self._lock:
                 self._held[claim_of(job)] = HeldJob(job, claimed_at=time.monotonic())
-            self._inbox.put(job)
+            self.threads.submit(job)
             return
         on_loop = runner.runs_on_loop(job)
         entry = HeldJob(job, claimed_at=time.monotonic(), on_loop=on_loop, loop_slot=on_loop)
@@ -219,7 +207,7 @@ class Pool:
         if on_loop:
             self.loop.submit(entry)
         else:
-            self._inbox.put(job)
+            self.threads.submit(job)
 
     def take_waiting(self, longer_than: float) -> list:
         """Withdraw the jobs that have waited for a thread longer than ``longer_than`` seconds
@@ -239,13 +227,7 @@ class Pool:
         """Remove the jobs no thread has started yet (for release at shutdown); a claim
         withdrawn earlier is not taken again."""
         taken = []
-        while True:
-            try:
-                job = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if job is None:
-                continue
+        for job in self.threads.take_unstarted():
             with self._lock:
                 if self._held.pop(claim_of(job), None) is None:
                     continue
@@ -256,16 +238,6 @@ class Pool:
             for entry in waiting:
                 self._forget(entry)
         return taken + [entry.job for entry in waiting]
-
-    def drop_lost_claims(self, trouble: int) -> list:
-        """Withdraw the held jobs not started yet whose claims the database no longer gives to
-        this worker, once per ``trouble`` (``LostClaims.drop``); returns them."""
-        return self.lost_claims.drop(trouble)
-
-    def after_trouble(self) -> int:
-        """What a thread or the loop does before its next job once the database was in trouble
-        (``LostClaims.after_trouble``); returns the trouble count it covers."""
-        return self.lost_claims.after_trouble()
 
     def time_out(self, entry: "HeldJob", outcome) -> None:
         """Fail a job past its deadline (the heartbeat's call): its outcome is written now, and
@@ -303,46 +275,12 @@ class Pool:
     def stop(self, *, wait: float | None = None):
         """Let every thread end once the jobs before it in the inbox are done; ``wait``: seconds
         to wait for them."""
-        self._stopped.set()
-        for _ in self._threads:
-            self._inbox.put(None)
+        self.stopped.set()
+        self.threads.stop()
         if self.loop is not None:
             self.loop.stop(wait=wait)
         if wait is not None:
-            for thread in self._threads:
-                thread.join(wait)
-
-    # ---- the job threads -------------------------------------------------------------------
-    def _work(self):
-        checked = self.gate.trouble
-        while True:
-            self.gate.wait(self._stopped.is_set)  # no job starts while the database is gone
-            job = self._inbox.get()
-            if job is None:
-                connections.close_all()  # this thread's own connections
-                return
-            if self.gate.trouble != checked:  # a connection broke somewhere: is this one's?
-                checked = self.after_trouble()
-            try:
-                self._run(job)
-            except BaseException:  # never lose a thread; the lease brings the job back
-                logger.exception("job thread failed around job id=%s", job.pk)
-                self.forget(job)
-
-    def _run(self, job):
-        entry = self.begin(job)
-        if entry is None:  # withdrawn before it started (shutdown, waited too long)
-            return
-        tidy_connections()  # replaces broken ones; honours CONN_MAX_AGE > 0
-        metrics.job_started(job)
-        try:
-            if job.transactional:  # its success is written with its effects (run/transactional)
-                outcome, written = transactional.run_claimed(job, self.alias)
-            else:
-                outcome, written = runner.run(job), None
-        finally:
-            metrics.job_ran(job)
-        self.finish(entry, outcome, written=written)
+            self.threads.join(wait)
 
     def begin(self, job) -> HeldJob | None:
         """A thread or the loop starts ``job``: its entry, with its deadline, or None if it
@@ -381,14 +319,7 @@ class Pool:
             # one's write within the writer's interval.
             alone = len(self._held) == self._unwritten
         if entry.timed_out:
-            # The heartbeat failed this attempt; this late outcome is dropped (fenced anyway).
-            logger.warning(
-                "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
-                job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
-                extra=fields("job.finished_late", task=job.task_name, job_id=job.pk,
-                             attempt=job.attempts,
-                             duration_ms=round(outcome.duration_seconds * 1000, 1)),
-            )
+            _log_finished_late(job, outcome)
             if done:
                 self.on_slot_free()
             return
@@ -414,3 +345,13 @@ class Pool:
     def _record_duration(self, seconds: float) -> None:
         previous = self.mean_duration
         self.mean_duration = seconds if previous is None else 0.9 * previous + 0.1 * seconds
+
+
+def _log_finished_late(job, outcome) -> None:
+    """The heartbeat failed this attempt; this late outcome is dropped (fenced anyway)."""
+    logger.warning(
+        "job finished after its timeout task=%s id=%s attempt=%s duration_ms=%.1f",
+        job.task_name, job.pk, job.attempts, outcome.duration_seconds * 1000,
+        extra=fields("job.finished_late", task=job.task_name, job_id=job.pk,
+                     attempt=job.attempts, duration_ms=round(outcome.duration_seconds * 1000, 1)),
+    )

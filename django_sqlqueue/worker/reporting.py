@@ -11,9 +11,7 @@ from django.db import connections
 
 from .. import __version__
 from ..db import ops
-from ..models import Job
 from . import log_format
-from .resilience import TRANSIENT
 
 
 class WorkerReporting:
@@ -51,32 +49,6 @@ class WorkerReporting:
         declared = len(synced.created) + len(synced.updated) + synced.unchanged
         return (f"{declared} declared here (synced: {synced.summary()}); due ticks checked "
                 f"every {self.config.scheduler_interval:g}s")
-
-    def _print_burst_status(self):
-        """``burst: attempts_run=3 ready=0 unfinished=1``, only when one of them changed since
-        the last line: a burst run waiting on a long job says nothing new every 2 s."""
-        try:
-            jobs = Job.objects.using(self.alias).in_queues(self.config.queues)
-            ready = jobs.ready().count()
-            waiting = jobs.unfinished().count()
-        except TRANSIENT:
-            return
-        status = (self.pool.jobs_done, ready, waiting)
-        if status == self._burst_status:
-            return
-        self._burst_status = status
-        self._say(f"burst: attempts_run={self.pool.jobs_done} ready={ready} "
-                  f"unfinished={waiting}", "worker.burst", attempts_run=self.pool.jobs_done,
-                  ready=ready, unfinished=waiting)
-
-    def _say_abandoned(self, stuck):
-        """A burst run exits leaving threads stuck in jobs it gave up on."""
-        if stuck:
-            ids = ", ".join(str(entry.job.pk) for entry in stuck)
-            self._say(f"burst: abandoning {len(stuck)} thread(s) still running job(s) {ids} "
-                      "past their time limit or cancel (their outcome is written); the exit "
-                      "stops them", "worker.abandoned", level="warning",
-                      job_ids=[entry.job.pk for entry in stuck])
 
     def _say(self, text, event, *, level="info", **values):
         """Print one of this worker's own lines: ``text``, or with --log-format keyvalue/json

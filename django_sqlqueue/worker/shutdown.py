@@ -20,7 +20,7 @@ def shut_down(process) -> None:
     process.stopping.set()
     process.wakeup.stop()
     for job in process.pool.take_unstarted():
-        release(process, job)
+        release(job, alias=process.alias, worker_id=process.worker_id)
     timeout = process.config.shutdown_timeout
     deadline = time.monotonic() + timeout
     if process.pool.busy():
@@ -31,7 +31,8 @@ def shut_down(process) -> None:
         time.sleep(0.05)
     for entry in process.pool.busy():
         if not entry.ran:  # still running; a finished job's outcome is the writer's
-            release(process, entry.job, running=entry.started_at is not None)
+            release(entry.job, alias=process.alias, worker_id=process.worker_id,
+                    running=entry.started_at is not None)
     process.writer.stop()  # write the outcomes still waiting for their batch
     metrics.worker_stopped()
     process.finished.set()
@@ -48,18 +49,18 @@ def shut_down(process) -> None:
                  worker=process.worker_id, **process.outcomes.counts())
 
 
-def release(process, job, *, running=False) -> None:
-    """Give back a job ``process`` holds: one not started yet, or one still ``running`` at
-    shutdown (an interruption, recorded in its errors but not counted towards its
+def release(job, *, alias: str, worker_id: str, running=False) -> None:
+    """Give back a job the worker ``worker_id`` holds: one not started yet, or one still
+    ``running`` at shutdown (an interruption, recorded in its errors but not counted towards its
     max_interruptions)."""
     if running:
-        why = f"worker {process.worker_id} shut down while running attempt {job.attempts}"
+        why = f"worker {worker_id} shut down while running attempt {job.attempts}"
         give_back = lambda: outcomes.write_one(  # noqa: E731
             job, outcomes.interruption(job, why, counted=False))
     else:
         give_back = job.release
     try:
-        released = call_with_retry(give_back, alias=process.alias, what="releasing a job",
+        released = call_with_retry(give_back, alias=alias, what="releasing a job",
                                    deadline=time.monotonic() + 5)
     except TRANSIENT:
         released = False

@@ -169,7 +169,7 @@ def _claiming_worker(monkeypatch, settings, slow_claim_seconds):
 
 
 def _claimed_by_next_step(process):
-    process.step()  # the pool's threads are not started: the job stays held, not run
+    process.fetcher.step()  # the pool's threads are not started: the job stays held, not run
     return Job.objects.filter(status="running").order_by("-claimed_at", "-pk").first()
 
 
@@ -180,7 +180,7 @@ def test_a_worker_whose_full_claim_was_slow_claims_after_its_last_job(monkeypatc
         assert _claimed_by_next_step(process).pk == job.pk  # full claims, slow
     urgent = add.using(priority=5).enqueue(1, 1)
     assert _claimed_by_next_step(process).pk == normal[-1].pk  # bounded: after the last
-    process.claim_bound.last_full_at -= 60  # the full-claim interval has passed
+    process.fetcher.claim_bound.last_full_at -= 60  # the full-claim interval has passed
     assert _claimed_by_next_step(process).pk == urgent.pk
 
 

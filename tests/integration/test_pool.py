@@ -189,9 +189,9 @@ def test_held_claims_are_read_back_once_per_trouble():
     (job,) = Job.objects.claim(None, "w", limit=1)
     pool.submit(job)
     pool.gate.suspect()
-    assert pool.drop_lost_claims(pool.gate.trouble) == []
+    assert pool.lost_claims.drop(pool.gate.trouble) == []
     Job.objects.filter(pk=job.pk).update(claim_token=uuid.uuid4())  # lost after that reading
-    assert pool.drop_lost_claims(pool.gate.trouble) == []  # this trouble was read back already
+    assert pool.lost_claims.drop(pool.gate.trouble) == []  # this trouble was read back already
     pool.gate.suspect()
-    assert pool.drop_lost_claims(pool.gate.trouble) == [job]
+    assert pool.lost_claims.drop(pool.gate.trouble) == [job]
     assert pool.is_idle()

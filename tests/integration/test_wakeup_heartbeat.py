@@ -118,7 +118,7 @@ def test_a_heartbeat_that_meets_a_broken_connection_has_the_held_claims_read_bac
         finally:
             heartbeat_thread.submit(connections.close_all).result(timeout=30)
     Job.objects.filter(pk=job.pk).update(claimed_by="other")  # taken over meanwhile
-    assert pool.drop_lost_claims(pool.gate.trouble) == [job]
+    assert pool.lost_claims.drop(pool.gate.trouble) == [job]
 
 
 def _backend_alive(pid) -> bool:

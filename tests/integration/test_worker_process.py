@@ -13,7 +13,7 @@ from django.db import OperationalError
 from django_sqlqueue.models import Job
 from django_sqlqueue.run import runner
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker import process as process_module
+from django_sqlqueue.worker import fetcher as fetcher_module
 from django_sqlqueue.worker.config import WorkerConfig
 from django_sqlqueue.worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from tests.support.waiting import wait_until
@@ -32,7 +32,7 @@ def test_sigterm_after_a_recycle_was_decided_exits_instead_of_restarting():
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         process._install_signal_handlers()  # what run() does first
-        process.recycle_reason = "ran 1 jobs (--max-jobs)"  # decided: exit 75 to be replaced
+        process.fetcher.recycle_reason = "ran 1 jobs (--max-jobs)"  # decided: exit 75, replaced
         os.kill(os.getpid(), signal.SIGTERM)  # ... and systemd stops the service meanwhile
         assert process.stopping.is_set()
         # Without a supervisor, 75 makes runworker execute itself again: a stopped service
@@ -43,7 +43,7 @@ def test_sigterm_after_a_recycle_was_decided_exits_instead_of_restarting():
             signal.signal(signum, handler)
     assert worker(max_jobs=1).exit_code() == 0  # no recycle decided: 0
     recycling = worker(max_jobs=1)
-    recycling.recycle_reason = "ran 1 jobs (--max-jobs)"
+    recycling.fetcher.recycle_reason = "ran 1 jobs (--max-jobs)"
     assert recycling.exit_code() == RECYCLE_EXIT_CODE  # no signal: replaced
 
 
@@ -53,10 +53,10 @@ def test_one_step_claims_into_the_free_slots_and_burst_stops_when_nothing_is_lef
     process.pool.start()
     process.writer.start()
     try:
-        assert process.step() is True
+        assert process.fetcher.step() is True
         assert len(process.pool.held()) + Job.objects.filter(
             status=JobStatus.SUCCEEDED).count() >= 2
-        while process.step():
+        while process.fetcher.step():
             process.wakeup.wait()
         assert "burst: nothing left to do" in process.out.getvalue()
     finally:
@@ -81,7 +81,7 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
         return run(job)
 
     monkeypatch.setattr(runner, "run", gated_run)
-    monkeypatch.setattr(process_module, "CLAIMED_AHEAD_MAX_WAIT", 0)
+    monkeypatch.setattr(fetcher_module, "CLAIMED_AHEAD_MAX_WAIT", 0)
     process = worker(concurrency=1, async_concurrency=0)  # thread slots only
     process.pool.mean_duration = 0.001  # recent jobs were short: claim ahead of the thread
     results = []
@@ -89,10 +89,10 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
     process.pool.start()
     process.writer.start()
     try:
-        assert process.step() is True  # claims both; the thread takes the long job
+        assert process.fetcher.step() is True  # claims both; the thread takes the long job
         wait_until(lambda: [e.job.pk for e in process.pool.held() if e.started_at]
                    == [long_job.pk], what="the long job to start, alone")
-        assert process.step() is True  # releases the waiting job, and claims it again
+        assert process.fetcher.step() is True  # releases the waiting job, and claims it again
         assert Job.objects.get(pk=waiting.pk).attempts == 2  # the new claim's attempt
         gate.set()
         wait_until(lambda: process.pool.is_idle() and not process.writer.pending(),
@@ -123,9 +123,9 @@ def _claims_failing(process, monkeypatch, failures):
         raise OperationalError("terminating connection due to administrator command")
 
     delays = []
-    monkeypatch.setattr(process, "step", step)
+    monkeypatch.setattr(process.fetcher, "step", step)
     monkeypatch.setattr(process.stopping, "wait", delays.append)
-    process._fetch_loop()
+    process.fetcher.run()
     return delays
 
 
@@ -139,7 +139,7 @@ def test_claims_whose_connections_were_ended_while_the_database_answers_wait_the
 
 
 def test_claims_while_the_database_is_unreachable_wait_longer_each_time(monkeypatch):
-    monkeypatch.setattr(process_module.outages, "reachable", lambda alias: False)
+    monkeypatch.setattr(fetcher_module.outages, "reachable", lambda alias: False)
     process = worker()
     assert _claims_failing(process, monkeypatch, 6) == [0.5, 1, 2, 4, 8, 10]
     assert not process.pool.gate.is_open()
@@ -164,11 +164,11 @@ def test_burst_prints_its_status_only_when_it_changed(monkeypatch):
     try:
         for _ in range(5):  # 15 s by the fetcher's clock, the job still running
             now[0] += 3
-            assert process.step(clock=lambda: now[0]) is True
+            assert process.fetcher.step(clock=lambda: now[0]) is True
         gate.set()
         wait_until(lambda: Job.objects.get(pk=long_job.pk).status == JobStatus.SUCCEEDED,
                    what="the job to finish")
-        while process.step(clock=lambda: now[0]):
+        while process.fetcher.step(clock=lambda: now[0]):
             process.wakeup.wait()
     finally:
         gate.set()

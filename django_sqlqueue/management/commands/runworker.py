@@ -14,8 +14,8 @@ from ...models import Job
 from ...queues import control
 from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
+from ...worker.job_threads import PoolStartError
 from ...worker.metrics_export import MetricsExport
-from ...worker.pool import PoolStartError
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.resilience import call_with_retry
 from ...worker.scaler import Scaler

@@ -23,12 +23,10 @@ class ExpirerResult:
 
 
 class Expirer(BatchStep):
+    """Expires every job past its ``expires_at``; ``run_once`` returns an ``ExpirerResult``."""
+
     config_class = ExpirerConfig
+    result_class = ExpirerResult
 
     def batch(self, now, size: int) -> int:
         return Job.objects.using(self.alias).expire(now, limit=size)
-
-    def run_once(self, now=None, *, keep_going=None) -> ExpirerResult:
-        """Expire every job past its ``expires_at`` ("now": the database's clock, or ``now``)."""
-        expired, batches = self.run_batches(now, keep_going=keep_going)
-        return ExpirerResult(expired=expired, batches=batches)

@@ -24,13 +24,10 @@ class RescuerResult:
 
 
 class Rescuer(BatchStep):
+    """Rescues every running job whose lease ran out; ``run_once`` returns a ``RescuerResult``."""
+
     config_class = RescuerConfig
+    result_class = RescuerResult
 
     def batch(self, now, size: int) -> int:
         return Job.objects.using(self.alias).lease_expired(now).rescue(now, limit=size)
-
-    def run_once(self, now=None, *, keep_going=None) -> RescuerResult:
-        """Rescue every running job whose lease ran out ("now": the database's clock, or
-        ``now``)."""
-        rescued, batches = self.run_batches(now, keep_going=keep_going)
-        return RescuerResult(rescued=rescued, batches=batches)

@@ -72,10 +72,12 @@ class BatchConfig:
 
 
 class BatchStep:
-    """A step that changes rows batch by batch until none are left: ``batch(now, size)`` changes
-    up to ``size`` rows and returns how many; ``run_once`` returns ``(changed, batches)``."""
+    """A step that changes rows batch by batch until none are left (the expirer, the rescuer):
+    ``batch(now, size)`` changes up to ``size`` rows and returns how many; ``run_once`` calls it
+    until a batch comes short and returns ``result_class(rows changed, batches)``."""
 
     config_class = BatchConfig
+    result_class: type  # a frozen dataclass of (rows changed, batches run)
 
     def __init__(self, config: BatchConfig | None = None, *, alias: str):
         self.config = config or self.config_class()
@@ -84,10 +86,12 @@ class BatchStep:
     def batch(self, now, size: int) -> int:
         raise NotImplementedError
 
-    def run_batches(self, now=None, *, keep_going=None) -> tuple[int, int]:
+    def run_once(self, now=None, *, keep_going=None):
+        """Every row due ("now": the database's clock, or ``now``), batch by batch; stops early
+        when ``keep_going()``, asked between batches, says no."""
         size = self.config.batch_size
         changed, batches, _ = run_batches(
             self.alias, lambda: self.batch(now, size), size=size,
             statement_timeout=self.config.statement_timeout_seconds, keep_going=keep_going,
         )
-        return changed, batches
+        return self.result_class(changed, batches)
