@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
-from django_sqlqueue.worker.maintenance import Maintenance
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from tests.testapp.tasks import add
 
 pytestmark = pytest.mark.django_db

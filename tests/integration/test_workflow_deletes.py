@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 
 from django_sqlqueue.models import Job, JobDependency
-from django_sqlqueue.worker.maintenance import Maintenance
 from django_sqlqueue.worker.maintenance.orphans import Orphans
+from django_sqlqueue.worker.maintenance.service import Maintenance
 from django_sqlqueue.workflows import Workflow, chain
 from tests.testapp.tasks import flow_step
 
