@@ -4,8 +4,6 @@ the scheduler ticks them as it ticks declared ones: one job per tick, the missed
 nothing after a change or a deletion fenced it out. A simulated clock throughout: no sleeps."""
 
 import datetime as dt
-import re
-from pathlib import Path
 
 import pytest
 
@@ -166,14 +164,3 @@ def test_the_missed_tick_policies_apply_to_runtime_schedules(missed, expected):
     result = scheduler().run_once(now=T0 + 10 * MINUTE + 30 * SECOND)
     assert ticks("backlog") == expected
     assert result.skipped == 10 - len(expected)
-
-
-# ---- the example of docs/schedules.md, as written ------------------------------------------
-def test_the_docs_example_runs_as_written():
-    section = (Path(__file__).resolve().parents[2] / "docs" / "schedules.md").read_text().split(
-        "## Schedules made at run time", 1)[1]
-    exec(re.search(r"```python\n(.*?)```", section, re.S).group(1), {})  # noqa: S102
-    row = Schedule.objects.get(name="report-acme")
-    assert (row.source, row.task_name, row.cron, row.timezone, row.payload["kwargs"]) == (
-        "runtime", "shop.send_report", "30 7 * * mon-fri", "Europe/Paris", {"customer": "acme"})
-    assert not Schedule.objects.filter(name="stock-eu").exists()

@@ -36,7 +36,10 @@ class OrphansResult:
 
 
 class Orphans(BatchStep):
+    """Settle the children of every parent gone (``run_once``, batch by batch)."""
+
     config_class = OrphansConfig
+    result_class = OrphansResult
 
     def batch(self, now, size: int) -> int:
         gone = list(
@@ -49,8 +52,3 @@ class Orphans(BatchStep):
                            "exist (deleted without the ORM?): ids %s", len(gone),
                            ", ".join(map(str, gone[:10])) + (" ..." if len(gone) > 10 else ""))
         return len(gone)
-
-    def run_once(self, now=None, *, keep_going=None) -> OrphansResult:
-        """Settle the children of every parent gone."""
-        parents, batches = self.run_batches(now, keep_going=keep_going)
-        return OrphansResult(parents=parents, batches=batches)
