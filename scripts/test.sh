@@ -72,7 +72,7 @@ if [ "${SQLQUEUE_SKIP_BROWSER:-}" != 1 ] && { [ ! -x "${SQLQUEUE_CHROMIUM:-/usr/
     echo "The browser test will fail without them (SQLQUEUE_SKIP_BROWSER=1 skips it)." >&2
 fi
 
-make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
+make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC EXTRAS
   if [ "${SQLQUEUE_NO_INSTALL:-}" = 1 ] && [ -x "$1/bin/pytest" ]; then
     echo "==> SQLQUEUE_NO_INSTALL=1: using $1 as it is"
     return
@@ -81,10 +81,8 @@ make_venv() {  # make_venv DIR PYTHON DJANGO_SPEC
     echo "==> Creating $1 with $("$2" --version)"
     "$2" -m venv "$1"
   fi
-  echo "==> Installing django-sqlqueue, its test dependencies and $3 into $1"
-  # test: SQLite and PostgreSQL; mariadb: mysqlclient, for the MariaDB passes; docs: the site,
-  # which the docs pass builds.
-  "$1/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,mariadb,docs]' "$3"
+  echo "==> Installing django-sqlqueue[$4] and $3 into $1"
+  "$1/bin/python" -m pip install -q --disable-pip-version-check -e ".[$4]" "$3"
 }
 
 PY312=$(python_at_least 3.12) || {
@@ -96,10 +94,13 @@ PY313=$(python_at_least 3.13) || PY313=$PY312
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/sqlqueue-test-logs.XXXXXX")"
 # The three virtualenvs at once: mostly downloads and unpacking, each into its own directory.
 # (About 30 s each from scratch with a warm pip cache; 5 s each when they exist.)
+# test: SQLite and PostgreSQL, in every one; mariadb (mysqlclient, built from source) and docs (the
+# site the docs pass builds) only where the MariaDB and docs passes run, .venv-django6.
 RUN_JOBS_NO_TESTS_FAILS=1 run_jobs "$LOGS" 3 \
-  "venv .venv-django6" "make_venv .venv-django6 $(printf %q "$PY312") 'Django>=6.1,<6.2'" \
-  "venv .venv-django60" "make_venv .venv-django60 $(printf %q "$PY313") 'Django>=6.0,<6.1'" \
-  "venv .venv" "make_venv .venv $(printf %q "${PYTHON:-python3}") 'Django>=5.2,<5.3'" || exit 1
+  "venv .venv-django6" \
+  "make_venv .venv-django6 $(printf %q "$PY312") 'Django>=6.1,<6.2' test,mariadb,docs" \
+  "venv .venv-django60" "make_venv .venv-django60 $(printf %q "$PY313") 'Django>=6.0,<6.1' test" \
+  "venv .venv" "make_venv .venv $(printf %q "${PYTHON:-python3}") 'Django>=5.2,<5.3' test" || exit 1
 
 echo "==> ruff"
 .venv/bin/ruff check .

@@ -6,6 +6,7 @@ PREAMBLE = """
 import importlib, pkgutil, sys
 
 HIDDEN = {hidden!r}
+TASKS_BACKEND = ("django_sqlqueue.backend", "django_sqlqueue.backend_checks")
 
 class Hidden:
     def find_spec(self, name, path=None, target=None):
@@ -22,7 +23,7 @@ import django_sqlqueue
 
 def import_all(path, prefix):
     for module in pkgutil.iter_modules(path, prefix):
-        if module.name == "django_sqlqueue.backend" and django.VERSION < (6, 0):
+        if module.name in TASKS_BACKEND and django.VERSION < (6, 0):
             continue  # django.tasks is Django 6's
         if module.name == "django_sqlqueue.admin":
             continue  # needs django.contrib.admin; scripts/check_install.sh serves it
