@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import harness
+from . import processes
 
 #: The variant -> its system's driver module (benchmarks/systems/).
 VARIANTS = {
@@ -34,7 +34,7 @@ SETTINGS = "benchmarks.sleep_settings"
 
 def _env(system: str, dsn: str) -> dict:
     return {"BENCH_SYSTEM": system, "BENCH_DSN": dsn, "DJANGO_SETTINGS_MODULE": SETTINGS,
-            "PYTHONPATH": str(harness.ROOT)}
+            "PYTHONPATH": str(processes.ROOT)}
 
 
 def _django(system: str, dsn: str) -> None:
@@ -113,8 +113,9 @@ def measure(variant: Variant, n: int, cap: float, logdir: Path) -> dict:
     os.close(fd)
     os.chmod(path, 0o666)
     variant.system.reset()
-    workers = harness.Workers([(variant.worker_argv(), {**variant.env, "BENCH_SLEEP_FILE": path})],
-                              logdir, variant.name)
+    workers = processes.Workers(
+        [(variant.worker_argv(), {**variant.env, "BENCH_SLEEP_FILE": path})], logdir,
+        variant.name)
     try:
         warm = list(range(-5, 0))  # the worker is up once these ran; then it falls idle
         variant.enqueue(warm)
@@ -124,7 +125,7 @@ def measure(variant: Variant, n: int, cap: float, logdir: Path) -> dict:
                 raise RuntimeError(f"the worker did not run the warm-up jobs; see {logdir}")
             time.sleep(0.1)
         time.sleep(2.0)
-        processes = len(harness.tree_pids(workers.pids))
+        in_tree = len(processes.tree_pids(workers.pids))
         started = time.time()
         variant.enqueue(list(range(n)))
         committed = time.time()
@@ -145,9 +146,10 @@ def measure(variant: Variant, n: int, cap: float, logdir: Path) -> dict:
         "n": n, "done": len(ends), "completed": len(ends) >= n,
         "enqueue_seconds": committed - started, "seconds": last - started,
         "jobs_per_s": len(ends) / (last - started) if ends else None,
-        "wait_p50_ms": harness.percentile(waits, 50), "wait_p95_ms": harness.percentile(waits, 95),
+        "wait_p50_ms": processes.percentile(waits, 50),
+        "wait_p95_ms": processes.percentile(waits, 95),
         "wait_max_ms": max(waits) if waits else None,
-        "concurrency": variant.concurrency, "processes_in_tree": processes,
+        "concurrency": variant.concurrency, "processes_in_tree": in_tree,
     }
 
 

@@ -41,8 +41,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import Workers, percentile, tree_pids  # noqa: E402
 from benchmarks.pg import BenchCluster, django_on_fresh_database  # noqa: E402
+from benchmarks.processes import Workers, percentile, tree_pids  # noqa: E402
 
 RUNS = {  # name -> runworker's options
     "autoscale": ["--autoscale", "1:4"],

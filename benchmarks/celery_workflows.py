@@ -9,7 +9,7 @@ import os
 
 from celery import Celery
 
-from benchmarks.harness import record_pickup
+from benchmarks.processes import record_pickup
 
 app = Celery("bench_workflows", broker=os.environ.get("BENCH_REDIS_URL"),
              backend=os.environ.get("BENCH_REDIS_URL"))

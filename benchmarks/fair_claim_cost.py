@@ -100,9 +100,9 @@ def explain(connection, statement, params) -> str:
 
 def time_claims(claims: int, limit: int) -> list:
     from django_sqlqueue.claim.limited import read_controls
-    from django_sqlqueue.models import Job
+    from django_sqlqueue.models import Job, Queue
 
-    controls = read_controls(Job, "default")  # as a worker holds them: read once a poll
+    controls = read_controls(Queue, "default")  # as a worker holds them: read once a poll
     times = []
     for _ in range(claims):
         started = time.perf_counter()

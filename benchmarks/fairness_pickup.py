@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.databases import argument_parser, bench_database  # noqa: E402
-from benchmarks.harness import cpu_seconds  # noqa: E402
+from benchmarks.processes import cpu_seconds  # noqa: E402
 from benchmarks.workers import start_workers, stop_workers  # noqa: E402
 
 BIG = "A"

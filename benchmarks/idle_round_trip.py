@@ -50,9 +50,9 @@ def main():
 
         from benchmarks.benchapp import tasks
         from django_sqlqueue.claim.limited import read_controls
-        from django_sqlqueue.models import Job
+        from django_sqlqueue.models import Job, Queue
 
-        controls = read_controls(Job, "default")  # as a worker holds them: read once a second
+        controls = read_controls(Queue, "default")  # as a worker holds them: read once a second
 
         raw = psycopg.connect(cluster.dsn("idle_round_trip"), autocommit=True)
         raw.execute("CREATE TABLE one_row (id int PRIMARY KEY, n int)")

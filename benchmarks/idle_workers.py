@@ -114,7 +114,7 @@ def main() -> int:
         from django.db import transaction
 
         from benchmarks.benchapp.tasks import pickup
-        from benchmarks.harness import percentile
+        from benchmarks.processes import percentile
 
         committed = {}
         next_at = time.perf_counter()

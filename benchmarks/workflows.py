@@ -14,7 +14,7 @@ have workflows (django-sqlqueue's chord and chain, Celery's); the others are n/a
   the per-step overhead: that time over the steps (the steps do nothing, so it is all overhead).
 
 Before each timed run the workers run a tiny one (2 jobs), so they are up and warm; the
-moments are recorded with :func:`harness.record_pickup` in the workers and ``time.time()`` here
+moments are recorded with :func:`processes.record_pickup` in the workers and ``time.time()`` here
 (one machine, one clock).
 
 A system takes part by mixing in :class:`WorkflowSystem` and filling in its hooks.
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import harness
+from . import processes
 
 
 class WorkflowSystem:
@@ -92,7 +92,7 @@ def _timed(runner, scenario: str, size: int, expected) -> dict | None:
     os.chmod(path, 0o666)
     specs = [(argv, {**env, "BENCH_PICKUP_FILE": path})
              for argv, env in system.workflow_worker_specs(sizes["processes"])]
-    workers = harness.Workers(specs, system.logdir, scenario)
+    workers = processes.Workers(specs, system.logdir, scenario)
     try:
         enqueue(2, "warm")
         _wait_for(path, f"warm:{expected(2)}", workers, cap, f"{scenario} warm-up")

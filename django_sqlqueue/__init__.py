@@ -5,9 +5,8 @@ module, including ones Django imports before the app registry is ready.
 """
 
 from .context import current_job
-from .enqueue.on_commit import aenqueue_on_commit, enqueue_on_commit
 from .exceptions import Abort, Reschedule
-from .registry import job
+from .registry import aenqueue_on_commit, enqueue_on_commit, job
 from .run.progress import report_progress
 from .run.steps import astep, step, step_key
 from .schedules.declare import schedule

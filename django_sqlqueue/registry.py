@@ -8,10 +8,10 @@ A worker runs only functions registered with ``@job``; the table of them is
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router
+from django.db import router, transaction
 
 from .conf import QueueSettings, require_installed
-from .enqueue import building, inserting, on_commit, validation
+from .enqueue import building, inserting, registered, validation
 from .enqueue.building import ENQUEUE_OPTIONS, PER_CALL_OPTIONS
 from .enqueue.registered import (
     RegisteredTask,
@@ -24,7 +24,8 @@ from .enqueue.registered import (
 from .workflows.canvas import Signature
 
 # get_task and registered_names are documented as this module's helpers (docs/api.md).
-__all__ = ["Task", "get_task", "job", "registered_names"]
+__all__ = ["Task", "aenqueue_on_commit", "enqueue_on_commit", "get_task", "job",
+           "registered_names"]
 
 
 class Task(RegisteredTask):
@@ -52,7 +53,7 @@ class Task(RegisteredTask):
 
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
-        return on_commit.enqueue_on_commit(self, args, kwargs)
+        return enqueue_on_commit(self, args, kwargs)
 
     # The async twins run their sync twin with sync_to_async(thread_sensitive=True), as
     # django.tasks' aenqueue does: on the thread of the caller's sync work, so inside its atomic
@@ -107,6 +108,31 @@ def job(func=None, /, *, name: str | None = None, **options):
         return task
 
     return register(func) if func is not None else register
+
+
+def enqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
+    """Validate now; insert the job when the transaction on ``using`` commits.
+
+    For jobs kept in another database than your data (when they share one, plain ``enqueue()``
+    inside ``transaction.atomic()`` is the better tool: the job commits or rolls back with the
+    data). ``using`` is the alias of the transaction to wait for (default: ``"default"``), as in
+    ``transaction.on_commit``. The job is written to the database the router picks for ``Job``.
+    Returns the unsaved job at once; its ``pk`` is set once it has been inserted; on rollback
+    it is dropped. Outside a transaction the job is inserted immediately.
+    """
+    from .models import Job  # not at import: @job is used before the models are ready
+
+    job = registered.prepare(Job, task, args, kwargs, options)
+    transaction.on_commit(lambda: inserting.insert_job(job, router.db_for_write(Job)),
+                          using=using)
+    return job
+
+
+async def aenqueue_on_commit(task, args=(), kwargs=None, *, using=None, **options):
+    """``enqueue_on_commit`` for async code, on the thread of the caller's sync work
+    (``thread_sensitive``): the callback joins the transaction open there, if any."""
+    return await sync_to_async(enqueue_on_commit, thread_sensitive=True)(
+        task, args, kwargs, using=using, **options)
 
 
 def _check_options_now(task) -> None:

@@ -36,7 +36,7 @@ INTERRUPTION_RUNS_AGAIN = ": the job runs again, the attempt not counted."
 INTERRUPTION_FINAL = (": not run again (max_interruptions), as the job may be what stops its "
                       "workers.")
 
-#: A schedule's missed-tick policies (``Schedule.missed``), what schedules/tick_plan.py does
+#: A schedule's missed-tick policies (``Schedule.missed``), what ticks/tick_plan.py does
 #: with the ticks found late.
 LATEST, SKIP, CATCH_UP = "latest", "skip", "catch_up"
 MISSED_POLICIES = (LATEST, SKIP, CATCH_UP)

@@ -6,7 +6,7 @@ or takes a dotted path (django-tasks-db, django-q2), so this one module serves t
 
 import os
 
-from benchmarks.harness import record_pickup
+from benchmarks.processes import record_pickup
 
 SYSTEM = os.environ.get("BENCH_SYSTEM")
 

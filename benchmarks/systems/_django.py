@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from ..harness import ROOT
+from ..processes import ROOT
 
 
 def setup_django(system: str, dsn: str) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import harness
+from .. import harness, processes
 
 NAME = "chancy"
 TABLE = "chancy_jobs"
@@ -23,7 +23,7 @@ def noop(i=0):
 
 
 def pickup(key):
-    harness.record_pickup(key)
+    processes.record_pickup(key)
 
 
 def make_app():
@@ -96,7 +96,7 @@ class System(harness.System):
     def worker_specs(self, processes):
         chancy = str(Path(sys.executable).parent / "chancy")  # the command Chancy installs
         argv = [chancy, "--app", "benchmarks.systems.chancy.make_app", "worker", "start"]
-        env = {"PYTHONPATH": str(harness.ROOT), "BENCH_DSN": self.dsn}
+        env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}
         return [(argv, env)]
 
     def close(self):

@@ -14,7 +14,7 @@ import sys
 
 import psycopg
 
-from .. import harness
+from .. import harness, processes
 
 NAME = "pgqueuer"
 
@@ -82,7 +82,7 @@ class System(harness.System):
 
     def worker_specs(self, processes):
         argv = [sys.executable, "-m", "benchmarks.systems.pgqueuer"]
-        env = {"PYTHONPATH": str(harness.ROOT), "BENCH_DSN": self.dsn}
+        env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}
         return [(argv, env) for _ in range(processes)]
 
     def close(self):
@@ -105,7 +105,7 @@ async def create_pgqueuer():
 
     @pgq.entrypoint("pickup")
     async def pickup(job):
-        harness.record_pickup(int(job.payload.decode()))
+        processes.record_pickup(int(job.payload.decode()))
 
     try:
         yield pgq

@@ -5,7 +5,7 @@ sleep of one second between empty polls."""
 import os
 import sys
 
-from .. import harness
+from .. import harness, processes
 
 NAME = "raquel"
 
@@ -67,7 +67,7 @@ class System(harness.System):
 
     def worker_specs(self, processes):
         argv = [sys.executable, "-m", "benchmarks.systems.raquel"]
-        env = {"PYTHONPATH": str(harness.ROOT), "BENCH_DSN": self.dsn}
+        env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}
         return [(argv, env) for _ in range(processes)]
 
     # claim time: raquel's own claim (rq.claim) ----------------------------------------------
@@ -109,7 +109,7 @@ def main():
 
             payload = json.loads(payload)
         if isinstance(payload, dict) and "pickup" in payload:
-            harness.record_pickup(payload["pickup"])
+            processes.record_pickup(payload["pickup"])
 
     rq.run_subscriptions()
 

@@ -12,7 +12,8 @@ from django.conf import settings as django_settings
 from ..enqueue.registered import registered_names
 from ..exceptions import InvalidJob, InvalidPeriodicSchedule
 from ..models import Schedule
-from ..schedules import runtime, tick_plan
+from ..schedules import runtime
+from ..ticks import tick_plan
 
 #: The form's fields, by section; ``name`` is read-only once the schedule exists (its jobs'
 #: unique keys carry it).

@@ -15,7 +15,7 @@ from django.db.models import Count
 
 from ..models import Job, JobDependency
 from ..statuses import FINISHED_STATUSES, JobStatus
-from ..workflows.settle import CANCELLED_BY_PARENT
+from ..transitions.settle import CANCELLED_BY_PARENT
 from .display import STATUS_ORDER
 
 #: Jobs drawn in a layer at most; a bigger layer shows its counts by status and these.

@@ -5,7 +5,7 @@ layers (workflow_graph.py), and its two actions, each confirmed first:
   ones are asked to stop; the user is recorded as who asked).
 - **Retry failed jobs**: ``retry_now()`` of its jobs that failed (exhausted, expired, or failed
   and waiting for a retry), as the list's retry action: the jobs their end had cancelled go back
-  to waiting (``workflows.settle.resume``).
+  to waiting (``transitions.settle.resume``).
 
 Both go through ``actions.perform``, so they are logged and reported as the list's actions are.
 """

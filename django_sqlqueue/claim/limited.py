@@ -41,7 +41,6 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 
 from ..db import ops, returning
-from ..models import Queue
 from ..statuses import READY_STATUSES, JobStatus
 from . import fair, plain
 from .rows import in_claim_order, rows_to_models
@@ -63,6 +62,9 @@ class QueueControls:
     #: (claim/fair.py), with no turn on the queue's row.
     fair: Mapping = field(default_factory=dict)
     read_at: float = 0.0  # time.monotonic() of the read
+    #: The Queue model it was read from (the caller's: this layer never imports the models),
+    #: whose rows the limited claims lock.
+    table: type | None = None
 
     @property
     def unused(self) -> bool:
@@ -74,11 +76,11 @@ class QueueControls:
         return self.paused | self.limited | frozenset(self.fair)
 
 
-def read_controls(job_model, alias) -> QueueControls:
-    """The paused, limited and fair queues, from the Queue table (a few rows: one per queue
-    an operator configured)."""
+def read_controls(queue_model, alias) -> QueueControls:
+    """The paused, limited and fair queues, from the Queue table (``queue_model``; a few rows:
+    one per queue an operator configured)."""
     limits = ("concurrency_limit", "rate_limit", "key_concurrency_limit", "key_rate_limit")
-    rows = list(Queue.objects.using(alias).filter(
+    rows = list(queue_model._default_manager.using(alias).filter(
         Q(paused_at__isnull=False) | Q(fair=True)
         | functools.reduce(operator.or_, (Q(**{f"{limit}__isnull": False}) for limit in limits))
     ).values_list("name", "paused_at", "fair", "key_weights", *limits))
@@ -93,7 +95,8 @@ def read_controls(job_model, alias) -> QueueControls:
         elif is_fair:
             fair_queues[name] = weights or {}
     return QueueControls(paused=frozenset(paused), limited=frozenset(limited),
-                         fair=MappingProxyType(fair_queues), read_at=time.monotonic())
+                         fair=MappingProxyType(fair_queues), read_at=time.monotonic(),
+                         table=queue_model)
 
 
 def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, controls) -> list:
@@ -115,8 +118,8 @@ def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, con
             jobs += fair.claim_fair(queryset, name, controls.fair[name], worker_id,
                                     min(limit - len(jobs), KEYS_PER_CLAIM), lease_seconds, now)
         else:
-            jobs += claim_limited(queryset, name, worker_id, limit - len(jobs), lease_seconds,
-                                  now)
+            jobs += claim_limited(queryset, controls.table, name, worker_id, limit - len(jobs),
+                                  lease_seconds, now)
     if len(jobs) < limit:
         if queues is None:
             # "Every queue but these": the ready queues' names, found by a skip scan, so that
@@ -130,20 +133,21 @@ def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, con
     return jobs
 
 
-def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> list:
+def claim_limited(queryset, queue_model, name, worker_id, limit, lease_seconds,
+                  now=None) -> list:
     """Claim up to ``limit`` jobs of the limited queue ``name`` within its limits, in one
-    transaction serialised on its Queue row (see the module's docstring)."""
+    transaction serialised on its row of ``queue_model`` (see the module's docstring)."""
     model = queryset.model
     alias = queryset._write_alias()
     connection = connections[alias]
-    fields = _queue_fields(Queue)
+    fields = _queue_fields(queue_model)
     with transaction.atomic(using=alias):
         # First statement: the row lock (PostgreSQL, MariaDB) or the write lock (SQLite).
         found = returning.fetch(connection, *ops(connection).lock_queue(
-            Queue, name=name, fields=fields))
+            queue_model, name=name, fields=fields))
         if not found:
             return []  # paused, or its row deleted, since the controls were read
-        (row,) = rows_to_models(Queue, alias, found, fields=fields)
+        (row,) = rows_to_models(queue_model, alias, found, fields=fields)
         clock = now or row.last_claim_at
         starts = recent_starts(row, clock)
         running = {}
@@ -178,7 +182,8 @@ def claim_limited(queryset, name, worker_id, limit, lease_seconds, now=None) -> 
                     starts.setdefault("", []).append(at)
                 if row.key_rate_limit is not None and job.concurrency_key:
                     starts.setdefault(job.concurrency_key, []).append(at)
-            Queue.objects.using(alias).filter(pk=row.pk).update(recent_starts=starts)
+            queue_model._default_manager.using(alias).filter(pk=row.pk).update(
+                recent_starts=starts)
     return jobs
 
 

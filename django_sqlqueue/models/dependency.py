@@ -10,7 +10,7 @@ class JobDependency(models.Model):
 
     No foreign-key constraint in the database: finished jobs are deleted in batches by plain
     statements (the cleaner), and a child may outlive its pruned parents. ``resolved_at`` is
-    set once, by the transaction that wrote the parent's final status (workflows/settle.py):
+    set once, by the transaction that wrote the parent's final status (transitions/settle.py):
     that is what makes each edge count once towards the child's ``parents_pending``, however
     often the parent is rescued, retried or finished again."""
 

@@ -7,7 +7,11 @@ from django.db.models.functions import Now
 
 from ..conf import QueueSettings
 from ..db import job_table
+from ..run import outcomes
+from ..run.progress import Progress
 from ..statuses import FINISHED_STATUSES, JobStatus
+from ..transitions.deleted import settle_deleted
+from ..waiting import waiter
 from .dependency import parent_results
 from .job_queryset import JobQuerySet
 from .step import record_step, recorded_step, recorded_steps
@@ -94,7 +98,7 @@ class Job(models.Model):
     trace_context = models.JSONField(null=True, blank=True, editable=False)
     # Workflows (docs/workflows.md): the workflow the job belongs to (NULL: none, as for every
     # job enqueued alone), and how many of its parents (JobDependency) have not finished yet;
-    # a waiting job is queued when that reaches 0 (workflows/settle.py).
+    # a waiting job is queued when that reaches 0 (transitions/settle.py).
     workflow_id = models.UUIDField(null=True, blank=True, editable=False)
     parents_pending = models.PositiveIntegerField(db_default=0, editable=False)
     # The latest progress the job reported (run/progress.py: written at most every
@@ -164,38 +168,29 @@ class Job(models.Model):
         except ValueError:
             return None
 
-    # Outcomes of a claimed job (run/outcomes.py, imported when called: the models sit below
-    # the duties). Each is fenced by the claim token and returns True if it was applied, False
-    # if the job is no longer this claim's (lease lost, rescued, re-claimed).
+    # Outcomes of a claimed job (run/outcomes.py). Each is fenced by the claim token and returns
+    # True if it was applied, False if the job is no longer this claim's (lease lost, rescued,
+    # re-claimed).
     def complete(self, result=None, *, now=None) -> bool:
-        from ..run import outcomes
-
         return outcomes.complete(self, result, now=now)
 
     def fail(self, error, *, retry=True, delay=None, now=None) -> bool:
-        from ..run import outcomes
-
         return outcomes.fail(self, error, retry=retry, delay=delay, now=now)
 
     def reschedule(self, *, run_at=None, delay=None, now=None) -> bool:
-        from ..run import outcomes
-
         return outcomes.reschedule(self, run_at=run_at, delay=delay, now=now)
 
     def release(self, *, now=None) -> bool:
-        from ..run import outcomes
-
         return outcomes.release(self, now=now)
 
     def delete(self, using=None, keep_parents=False):
         """Django's ``delete()``; a workflow's job that had not finished settles the jobs
-        waiting for it as a cancelled one would, in the same transaction (workflows/deleted.py)."""
+        waiting for it as a cancelled one would, in the same transaction
+        (transitions/deleted.py)."""
         if self.workflow_id is None:
             return super().delete(using=using, keep_parents=keep_parents)
         alias = using or router.db_for_write(type(self), instance=self)
         pk = self.pk
-        from ..workflows.deleted import settle_deleted
-
         with transaction.atomic(using=alias, savepoint=False):
             deleted = super().delete(using=alias, keep_parents=keep_parents)
             settle_deleted(type(self), alias, [pk])
@@ -219,16 +214,12 @@ class Job(models.Model):
         then return it read again: its ``status``, ``result`` and ``errors`` say how it ended.
         Raises ``WaitTimeout`` after ``timeout`` seconds (None: no limit); the job goes on.
         Woken by NOTIFY on PostgreSQL, by a short adaptive poll elsewhere."""
-        from ..waiting import waiter
-
         waiter.wait(type(self), self._state.db or "default", [self.pk], timeout=timeout)
         self.refresh_from_db()
         return self
 
     async def await_finished(self, *, timeout: float | None) -> "Job":
         """``wait_finished``'s async twin: it never blocks the event loop."""
-        from ..waiting import waiter
-
         await waiter.await_(type(self), self._state.db or "default", [self.pk], timeout=timeout)
         await self.arefresh_from_db()
         return self
@@ -267,8 +258,6 @@ class Job(models.Model):
         """The latest progress this job reported (``done``, ``total``, ``fraction``,
         ``percent``, ``message``, ``at``: a ``run.progress.Progress``), as last read from the
         row; None if it never did."""
-        from ..run.progress import Progress
-
         deferred = self.get_deferred_fields().intersection(job_table.PROGRESS_COLUMNS)
         if deferred and self.pk is not None:  # a claimed job: one query for the four
             self.refresh_from_db(fields=sorted(deferred))

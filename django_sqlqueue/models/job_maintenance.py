@@ -11,12 +11,9 @@ from ..conf import get_settings
 from ..db import ops
 from ..db.batches import short_transaction
 from ..db.clock import DatabaseNow
+from ..transitions import changes
 from .dependency import JobDependency
 from .step import JobStep
-
-#: The error type a rescue records: ``run.outcomes.WorkerLost``, named here so this module does not
-#: import outcomes (a test pins the two together).
-WORKER_LOST_TYPE = "django_sqlqueue.run.outcomes.WorkerLost"
 
 
 class JobMaintenance:
@@ -26,8 +23,6 @@ class JobMaintenance:
         """Mark ready jobs past their expires_at as expired, so they never run; returns how many.
         With ``limit``, at most that many (one batch of the expirer). "Now" is the database's
         clock unless ``now`` is given."""
-        from ..workflows import changes
-
         return changes.expire(self, now, limit=limit)
 
     def extend_leases(self, worker_id, job_ids, *, lease=None, now=None) -> int:
@@ -53,8 +48,6 @@ class JobMaintenance:
         rows locked by someone else are skipped. "Now" is the database's clock unless ``now`` is
         given. Takes every running job of the queryset, expired lease or not: narrow it first.
         """
-        from ..workflows import changes
-
         return changes.rescue(self, now, reason=reason, limit=limit)
 
     def prune(self, now=None, *, keep_succeeded=None, keep_failed=None, batch_size=1000) -> int:

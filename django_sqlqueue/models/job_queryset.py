@@ -12,17 +12,22 @@ from django.db import connections, models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..claim import limited, plain
 from ..conf import get_settings
 from ..db import ops
 from ..db.clock import DatabaseNow
 from ..db.job_table import CLAIM_ORDER
+from ..enqueue import inserting, registered
 from ..statuses import (
     FINISHED_STATUSES,
     READY_STATUSES,
     UNFINISHED_STATUSES,
     JobStatus,
 )
+from ..transitions import changes
+from ..transitions import deleted as deleted_parents
 from .job_maintenance import JobMaintenance
+from .queue import Queue
 from .queue_stats import QueueStats, queue_stats
 
 # CLAIM_ORDER and QueueStats are documented as names of this module (docs/api.md).
@@ -104,9 +109,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
     def prepare(self, task, args=(), kwargs=None, **options):
         """An unsaved, validated Job: what ``enqueue`` would insert. For ``bulk_enqueue``."""
-        from ..enqueue.registered import prepare
-
-        return prepare(self.model, task, args, kwargs, options)
+        return registered.prepare(self.model, task, args, kwargs, options)
 
     def enqueue(self, task, args=(), kwargs=None, *, using=None, **options):
         """Validate and insert one job, in the current transaction of its database.
@@ -126,9 +129,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
 
     def enqueue_prepared(self, job, *, using=None):
         """Insert a job from ``prepare()``; with a taken unique key, return the holder instead."""
-        from ..enqueue.inserting import insert_job
-
-        return insert_job(job, self._write_alias(using))
+        return inserting.insert_job(job, self._write_alias(using))
 
     def bulk_enqueue(self, jobs, *, using=None, batch_size=1000) -> list:
         """Insert many prepared jobs (``task.prepare(...)``) in as few statements as possible.
@@ -137,9 +138,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         was due when it was prepared (no ``run_at`` or ``delay``) is due from this moment. One
         time for the whole call also lets the insert send it once instead of once per job.
         """
-        from ..enqueue.inserting import enqueue_many
-
-        return enqueue_many(self.model, jobs, self._write_alias(using), batch_size=batch_size)
+        return inserting.enqueue_many(self.model, jobs, self._write_alias(using),
+                                      batch_size=batch_size)
 
     # The async twins: the sync call on the thread of the caller's sync work (as django.tasks'
     # aenqueue), so that inside its atomic block the job joins its transaction.
@@ -178,8 +178,6 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         the last job it claimed when its claims got slow (claim/bounded.py). Ignored
         while some queue is paused or limited, and by a filtered queryset's claim.
         """
-        from ..claim import limited, plain
-
         if isinstance(queues, str):
             queues = [queues]
         elif queues is not None:
@@ -190,7 +188,7 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         if hasattr(lease_seconds, "total_seconds"):
             lease_seconds = lease_seconds.total_seconds()
         if controls is None:
-            controls = limited.read_controls(self.model, self._write_alias())
+            controls = limited.read_controls(Queue, self._write_alias())
         if controls.unused:
             return plain.claim_ready(self, queues, worker_id, limit, lease_seconds, now,
                                      after=after)
@@ -209,26 +207,23 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         they never run again. A running job already asked is not counted again. ``by`` says who
         asked (``cancelled_by``; the admin gives the user name). One UPDATE, so a job claimed
         meanwhile is asked to stop rather than missed; on PostgreSQL it also wakes the workers
-        (NOTIFY) to learn of it at once (workflows/changes.py).
+        (NOTIFY) to learn of it at once (transitions/changes.py).
         """
-        from ..workflows import changes
-
         return changes.cancel(self, now, by=by)
 
     def delete(self):
         """Django's ``delete()``; a workflow's job that had not finished settles the jobs
-        waiting for it as a cancelled one would, in the same transaction (workflows/deleted.py)."""
+        waiting for it as a cancelled one would, in the same transaction
+        (transitions/deleted.py)."""
         if self.query.is_sliced:
             return super().delete()  # Django's TypeError, before a transaction is spoiled
-        from ..workflows.deleted import settle_deleted
-
         alias = self._write_alias()
         with transaction.atomic(using=alias, savepoint=False):
             in_workflows = list(self.using(alias).filter(workflow_id__isnull=False)
                                 .values_list("pk", flat=True))
             deleted = super().delete()
             if in_workflows:
-                settle_deleted(self.model, alias, in_workflows)
+                deleted_parents.settle_deleted(self.model, alias, in_workflows)
         return deleted
 
     delete.alters_data = True
@@ -250,10 +245,8 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         A job whose unique key another unfinished job holds now is skipped, as is one whose
         unique slot another job holds (``unique_states``). A workflow's job puts back to
         ``waiting`` the jobs its end had cancelled (docs/workflows.md;
-        workflows/changes.py).
+        transitions/changes.py).
         """
-        from ..workflows import changes
-
         return changes.retry_now(self, now)
 
     def run_now(self, now=None) -> int:

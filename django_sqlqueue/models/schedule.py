@@ -9,6 +9,7 @@ from django.db.models import Q
 from ..db import job_table
 from ..db.clock import DatabaseNow
 from ..statuses import CATCH_UP, LATEST, MISSED_POLICIES, SKIP
+from ..ticks import timetables
 
 
 class ScheduleQuerySet(models.QuerySet):
@@ -139,9 +140,7 @@ class Schedule(models.Model):
     def timetable(self):
         """When its ticks fall (timetables.py); raises InvalidPeriodicSchedule for a row whose
         definition no longer parses."""
-        from ..schedules.timetables import of_row
-
-        return of_row(self.cron, self.every_seconds, self.timezone)
+        return timetables.of_row(self.cron, self.every_seconds, self.timezone)
 
     def describe(self) -> str:
         """``At 03:00 every day (0 3 * * *)`` or ``Every 2 seconds``."""
@@ -156,8 +155,6 @@ class Schedule(models.Model):
         retired."""
         if self.retired_at is not None:
             return []
-        from ..schedules import timetables
-
         table = self.timetable
         if self.paused_at is not None or self.next_run_at is None:
             return timetables.next_ticks(table, now, count)

@@ -23,8 +23,8 @@ from ..db.pieces import OutcomeRow
 from ..enqueue import validation
 from ..exceptions import InvalidSchedule, UnknownTask
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
-from ..workflows import changes
-from ..workflows.settle import settle
+from ..transitions import changes
+from ..transitions.settle import settle
 from . import unknown
 from .retry import retry_delay_seconds
 from .runner import Outcome, OutcomeKind
@@ -148,7 +148,7 @@ def write(changes: list, alias: str, *, retried: bool = True) -> set:
     in_workflows = {job.pk for job, _ in changes if job.workflow_id is not None}
     if in_workflows:
         # A workflow's job: its children are released (or cancelled) in the same transaction
-        # as its final status (workflows/settle.py). Other batches never come here.
+        # as its final status (transitions/settle.py). Other batches never come here.
         with transaction.atomic(using=alias):
             written = dict(returning.fetch(connection, statement, params))
             settle(model, alias, {pk: status for pk, status in written.items()

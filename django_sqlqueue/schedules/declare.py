@@ -27,7 +27,7 @@ from ..conf import QueueSettings, get_settings
 from ..enqueue import building, validation
 from ..enqueue.registered import RegisteredTask as JobTask
 from ..exceptions import InvalidJob, InvalidPeriodicSchedule
-from . import tick_plan, timetables
+from ..ticks import tick_plan, timetables
 
 #: Schedule names: they appear in unique keys (``schedule:<name>@<tick>``) and in URLs.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,149}")

@@ -22,7 +22,7 @@ from ..db.clock import database_now
 from ..enqueue.building import build_job, new_job_state
 from ..enqueue.inserting import insert_job
 from ..models import Job, Schedule
-from . import tick_plan
+from ..ticks import tick_plan
 from .declare import declared, tick_key
 
 # The logger keeps the name it had before the module moved (docs/operations.md lists it).

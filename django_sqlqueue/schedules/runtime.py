@@ -39,7 +39,7 @@ from ..exceptions import (
     UnknownTask,
 )
 from ..models import Schedule
-from . import tick_plan
+from ..ticks import tick_plan
 from .declare import (
     DEFAULT_GRACE_SECONDS,
     NAME_RE,

@@ -19,7 +19,7 @@ from ..claim.bounded import ClaimBound
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
 from ..db import outages
-from ..models import Job, Worker
+from ..models import Job, Queue, Worker
 from .pool import CLAIMED_AHEAD_MAX_WAIT
 from .reporting import resident_memory_mb
 from .resilience import TRANSIENT, Backoff, drop_connection
@@ -170,7 +170,7 @@ class Fetcher:
 
     def _controls(self) -> QueueControls:
         if time.monotonic() - self.controls.read_at >= self.config.poll_interval:
-            self.controls = read_controls(Job, self.alias)
+            self.controls = read_controls(Queue, self.alias)
         return self.controls
 
     def _gather_free_slots(self, wait=0.01):

@@ -3,7 +3,7 @@
 Every worker process runs it, every SCHEDULER_INTERVAL_SECONDS (1 s), on a thread of its own; at
 start, it first syncs the schedules declared in the code into the table. A pass reads the due
 schedules (one indexed SELECT), plans each one's due ticks by its missed-tick policy
-(schedules/tick_plan.py), and carries the plan out in one transaction whose first statement moves
+(ticks/tick_plan.py), and carries the plan out in one transaction whose first statement moves
 the schedule's cursor, fenced on the cursor it read (schedules/operations.py's enqueue_ticks).
 Of all the workers that read the same cursor, one moves it and enqueues; the others find it
 moved and go on.

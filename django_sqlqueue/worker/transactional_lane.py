@@ -36,7 +36,7 @@ from ..claim.plain import CLAIM_ORDER
 from ..conf import get_settings
 from ..db import ops
 from ..db.batches import write_lock_first
-from ..models import Job
+from ..models import Job, Queue
 from ..run import outcomes
 from ..run.execution import report
 from ..run.runner import OutcomeKind
@@ -161,7 +161,7 @@ class TransactionalLane:
 
     def _ready(self):
         rows = self.model._default_manager.using(self.alias).ready().in_queues(self.queues)
-        held_back = read_controls(self.model, self.alias).held_back()
+        held_back = read_controls(Queue, self.alias).held_back()
         if held_back:  # a paused or limited queue's jobs wait for the ordinary claim
             rows = rows.exclude(queue__in=held_back)
         return (rows.filter(transactional=True).order_by(*CLAIM_ORDER)

@@ -21,6 +21,7 @@ from ..enqueue.inserting import enqueue_many
 from ..enqueue.validation import parent_results_given_first
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
+from ..transitions import changes
 from ..waiting import waiter
 
 #: How a step receives its parents' results as its first argument (``Job.payload`` key
@@ -186,9 +187,7 @@ class EnqueuedWorkflow:
 
     def cancel(self, *, by=None) -> int:
         """Cancel every unfinished job of the workflow, running ones included."""
-        from .changes import cancel  # not at import: it needs the models
-
-        return cancel(_job_model().objects.using(self.jobs[0]._state.db).filter(
+        return changes.cancel(_job_model().objects.using(self.jobs[0]._state.db).filter(
             workflow_id=self.id), by=by)
 
 
@@ -268,13 +267,13 @@ class Workflow:
         return workflow_id, jobs
 
     def _insert(self, workflow_id, jobs, alias) -> EnqueuedWorkflow:
-        from ..models import JobDependency  # not at import: the face imports this module
+        from ..models import JobDependency  # not at import: see _job_model
 
         with transaction.atomic(using=alias):
             enqueue_many(_job_model(), jobs, alias)
             JobDependency._default_manager.using(alias).bulk_create([
                 JobDependency(child_id=job.pk, parent_id=jobs[parent].pk, position=position,
-                           run_anyway=run_anyway)
+                              run_anyway=run_anyway)
                 for job, node in zip(jobs, self._nodes, strict=True)
                 for position, (parent, run_anyway) in enumerate(node.parents)
             ])
@@ -298,6 +297,8 @@ class Workflow:
 
 
 def _job_model():
-    from ..models import Job  # not at import: the package's face imports this module
+    # Not at import: the package's face imports this module (through registry.py), before the
+    # app registry is ready.
+    from ..models import Job
 
     return Job

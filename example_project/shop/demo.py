@@ -27,8 +27,8 @@ from django.utils import timezone
 
 from django_sqlqueue.models import Job, Schedule
 from django_sqlqueue.schedules import declared
-from django_sqlqueue.schedules.timetables import next_ticks
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.ticks.timetables import next_ticks
 
 from .models import Order
 from .tasks import (

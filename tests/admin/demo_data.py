@@ -188,7 +188,7 @@ def seed_schedules(now=None) -> list:
     ran, a frequent check whose last job failed, a paused newsletter and a retired one. Each
     last run is a job of its own, linked from the schedule."""
     from django_sqlqueue.models import Schedule
-    from django_sqlqueue.schedules.timetables import CronTimetable, IntervalTimetable, ticks_from
+    from django_sqlqueue.ticks.timetables import CronTimetable, IntervalTimetable, ticks_from
 
     now = now or timezone.now()
     options = {"queue": "default", "priority": 0, "max_attempts": 3,

@@ -19,8 +19,8 @@ from django.utils import timezone
 from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.pieces import OutcomeRow
 from django_sqlqueue.models import Job, Leader, Schedule, ThroughputCount, Worker
-from django_sqlqueue.models.job_maintenance import WORKER_LOST_TYPE
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.transitions.changes import WORKER_LOST_TYPE
 from tests.factories import JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db

@@ -113,9 +113,9 @@ def test_fair_shares_keep_per_key_limits():
 
 
 def test_fair_queues_are_claimed_under_the_controls_and_plain_ones_as_before():
-    assert read_controls(Job, "default").unused
+    assert read_controls(Queue, "default").unused
     control.set_fair("default", weights={"a": 2})
-    controls = read_controls(Job, "default")
+    controls = read_controls(Queue, "default")
     # Without limits, claimed side by side, not in turns on the row.
     assert controls.fair == {"default": {"a": 2}} and not controls.limited
     assert not controls.unused and "default" in controls.held_back()
@@ -124,11 +124,11 @@ def test_fair_queues_are_claimed_under_the_controls_and_plain_ones_as_before():
     claimed = Job.objects.claim(None, "w", limit=10, controls=controls)
     assert Counter(job.queue for job in claimed) == {"default": 3, "other": 1}
     control.set_limits("default", concurrency_limit=10)
-    controls = read_controls(Job, "default")
+    controls = read_controls(Queue, "default")
     assert controls.limited == {"default"} and not controls.fair
     control.set_limits("default", concurrency_limit=None)
     control.set_fair("default", False)
-    assert read_controls(Job, "default").unused
+    assert read_controls(Queue, "default").unused
 
 
 def test_a_queue_made_fair_again_starts_with_every_key_level():
@@ -137,7 +137,7 @@ def test_a_queue_made_fair_again_starts_with_every_key_level():
     backlog("b", 50)
     assert keys_of(claim("default", 3)) == {"a": 2, "b": 1}  # a first on ties: a slot ahead now
     control.set_fair("default", False)
-    read_controls(Job, "default")  # as each worker reads the Queue table
+    read_controls(Queue, "default")  # as each worker reads the Queue table
     control.set_fair("default")
     assert keys_of(claim("default", 1)) == {"a": 1}  # level again: a first (with a's lead kept: b)
 

@@ -11,9 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_sqlqueue.db.clock import DatabaseNow
-from django_sqlqueue.models import Job, Leader, Worker, job_maintenance
+from django_sqlqueue.models import Job, Leader, Worker
 from django_sqlqueue.run import outcomes
 from django_sqlqueue.statuses import JobStatus
+from django_sqlqueue.transitions import changes
 from django_sqlqueue.worker.identity import ProcessTable
 from django_sqlqueue.worker.maintenance.cleaner import Cleaner, CleanerConfig
 from django_sqlqueue.worker.maintenance.expirer import Expirer, ExpirerConfig
@@ -139,7 +140,7 @@ def test_the_rescuer_gives_back_every_lost_job_in_batches_with_an_interruption_e
 
 def test_the_worker_lost_type_is_the_exception_class():
     lost = outcomes.WorkerLost
-    assert job_maintenance.WORKER_LOST_TYPE == f"{lost.__module__}.{lost.__qualname__}"
+    assert changes.WORKER_LOST_TYPE == f"{lost.__module__}.{lost.__qualname__}"
 
 
 def test_rescue_without_now_uses_the_database_clock():

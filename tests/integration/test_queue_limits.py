@@ -118,11 +118,11 @@ def test_bad_limits_are_refused_with_the_fix():
 
 
 def test_the_controls_name_paused_and_limited_queues():
-    assert read_controls(Job, "default").unused
+    assert read_controls(Queue, "default").unused
     queue_control.pause("a")
     queue_control.set_limits("b", rate_limit=5)
     queue_control.set_limits("c", rate_limit=None)  # a row without limits holds nothing back
-    controls = read_controls(Job, "default")
+    controls = read_controls(Queue, "default")
     assert (controls.paused, controls.limited) == ({"a"}, {"b"})
 
 
@@ -143,7 +143,7 @@ def test_states_say_what_the_waiting_jobs_wait_for():
 @pytest.mark.not_mariadb  # its claim is a transaction of three statements (a Stepped)
 def test_unlimited_claims_stay_one_statement(django_assert_num_queries):
     jobs = Job.objects.bulk_enqueue(add.prepare(i, i) for i in range(3))
-    controls = read_controls(Job, "default")
+    controls = read_controls(Queue, "default")
     with django_assert_num_queries(1):
         assert len(Job.objects.claim(None, "w", limit=5, controls=controls)) == len(jobs)
 

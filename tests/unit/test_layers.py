@@ -1,9 +1,10 @@
 """One direction through the package: no import cycles between its modules, and no module imports
-one of a layer above its own, counting imports inside functions. The one way up allowed is the
-models' delegation: a method of a model, manager or queryset in models/ imports its duty inside
-its body (``Job.objects.claim`` hands the work to claim/), and no duty calls it back. The package
-never reaches a model through the app registry to dodge an import (and keeps no thin module at
-an old path: tests/unit/test_reexports.py)."""
+one of a layer above its own, counting imports inside functions. The models sit above their
+duties: a method of a model, manager or queryset hands its work to its duty (``Job.objects.claim``
+to claim/), and the duties take the model from their caller (a queryset, a job, the model
+itself) and never import the models. The package never reaches a model through the app
+registry to dodge an import (and keeps no thin module at an old path:
+tests/unit/test_reexports.py)."""
 
 import ast
 from pathlib import Path
@@ -18,11 +19,9 @@ PACKAGE = Path(django_sqlqueue.__file__).parent
 LAYERS = (
     ("base", ("conf", "statuses", "exceptions", "context", "signals", "telemetry")),
     ("database", ("db", "migration_operations")),
+    ("duties", ("enqueue", "claim", "run", "transitions", "waiting", "ticks")),
     ("models", ("models",)),
-    ("duties", (
-        "enqueue", "claim", "run", "workflows", "schedules", "waiting", "queues",
-        "observability",
-    )),
+    ("domains", ("workflows", "schedules", "queues", "observability")),
     ("front doors", ("registry", "backend", "backend_checks", "checks", "")),
     ("top", ("worker", "admin", "management", "views", "urls", "apps", "embedded")),
 )
@@ -128,20 +127,11 @@ def layer_of(module: str) -> int:
     return max(found)[1]
 
 
-def delegates_down(module: str, imported: str, lazy) -> bool:
-    """A models/ module importing a duty inside a method of its models, managers or querysets:
-    the façade's delegation."""
-    return (lazy == "method" and module.startswith("django_sqlqueue.models")
-            and LAYERS[layer_of(imported)][0] == "duties")
-
-
 def test_the_package_has_no_import_cycles():
-    """None but through the models' delegation (a duty imports the models, and a model's
-    method imports that duty to hand it its work) and the allowed imports up."""
+    """None, not even through imports inside functions, but the allowed imports up."""
     imports = scan()
-    assert cycles({module: {imported for imported, lazy in found.items()
-                            if not delegates_down(module, imported, lazy)
-                            and (module, imported) not in ALLOWED_UPWARD}
+    assert cycles({module: {imported for imported in found
+                            if (module, imported) not in ALLOWED_UPWARD}
                    for module, found in imports.items()}) == []
 
 
@@ -154,26 +144,23 @@ def test_lower_layers_never_import_upper_ones():
         for imported, lazy in sorted(found.items())
         if layer_of(imported) > layer_of(module)
         and (module, imported) not in ALLOWED_UPWARD
-        and not delegates_down(module, imported, lazy)
     ]
     assert upward == []
 
 
-def test_the_models_delegate_only_inside_their_methods():
-    """A models/ module imports a duty only inside a method, never at its top: the duties
-    import the models at theirs."""
+def test_the_duties_never_import_the_models():
+    """Not even inside a function: a duty gets the model from its caller."""
     imports = scan()
     assert [(module, imported) for module, found in sorted(imports.items())
-            if module.startswith("django_sqlqueue.models")
-            for imported, lazy in sorted(found.items())
-            if layer_of(imported) > layer_of(module) and lazy != "method"] == []
+            if LAYERS[layer_of(module)][0] == "duties"
+            for imported in found if imported.startswith("django_sqlqueue.models")] == []
 
 
 def test_the_scan_sees_imports_inside_functions():
     imports = scan()
-    assert imports["django_sqlqueue.models.job"]["django_sqlqueue.run.outcomes"] == "method"
-    assert imports["django_sqlqueue.enqueue.on_commit"]["django_sqlqueue.models"] == "function"
-    assert imports["django_sqlqueue.claim.limited"]["django_sqlqueue.models"] is False
+    assert imports["django_sqlqueue.registry"]["django_sqlqueue.models"] == "function"
+    assert imports["django_sqlqueue.registry"]["django_sqlqueue.enqueue.inserting"] is False
+    assert imports["django_sqlqueue.workflows.canvas"]["django_sqlqueue.models"] == "function"
 
 
 def test_no_model_is_reached_through_the_app_registry():

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from django_sqlqueue.exceptions import InvalidPeriodicSchedule
-from django_sqlqueue.schedules import tick_plan
-from django_sqlqueue.schedules.timetables import (
+from django_sqlqueue.ticks import tick_plan
+from django_sqlqueue.ticks.timetables import (
     CronTimetable,
     IntervalTimetable,
     next_ticks,

@@ -1,7 +1,7 @@
 """Orphans: waiting jobs whose parents are gone, settled as if those parents were deleted.
 
 Deleting a workflow's job through the ORM settles the jobs waiting for it
-(workflows/deleted.py). A row deleted another way (raw SQL, ``delete_in_batches`` of unfinished
+(transitions/deleted.py). A row deleted another way (raw SQL, ``delete_in_batches`` of unfinished
 jobs, a restore that left edges behind) leaves its children's edges unresolved, and the children
 ``waiting`` for ever. This step finds the unresolved edges whose parent row no longer exists and
 settles their children as a deleted parent's would (``settle_deleted``): cancelled with the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef
 
 from ...models import Job, JobDependency
-from ...workflows.deleted import settle_deleted
+from ...transitions.deleted import settle_deleted
 from .steps import BatchConfig, BatchStep
 
 logger = logging.getLogger("django_sqlqueue.worker.maintenance")

@@ -1,7 +1,8 @@
 """State changes of jobs besides the outcome of their run: expire (maintenance), rescue (a
 worker lost), cancel and retry now (operators). ``JobQuerySet`` hands each here from its method
-of the same name (its docstring says what it does); each ends what it changes in the workflows
-of those jobs (settle.py) in the same transaction: so they live beside it."""
+of the same name (its docstring says what it does), with the queryset, which brings the model;
+each ends what it changes in the workflows of those jobs (settle.py) in the same transaction:
+so they live beside it."""
 
 
 from django.db import connections, models, transaction
@@ -16,9 +17,12 @@ from ..db.batches import write_lock_first
 from ..db.clock import DatabaseNow
 from ..db.job_table import SLOT_HELD
 from ..enqueue.notify import CANCEL_CHANNEL, sends_notify
-from ..models.job_maintenance import WORKER_LOST_TYPE
 from ..statuses import READY_STATUSES, RETRYABLE_STATUSES, JobStatus
 from .settle import resume, settle
+
+#: The error type a rescue records: ``run.outcomes.WorkerLost``, named here because outcomes
+#: imports this module (a test pins the two together).
+WORKER_LOST_TYPE = "django_sqlqueue.run.outcomes.WorkerLost"
 
 
 def expire(queryset, now=None, *, limit=None) -> int:

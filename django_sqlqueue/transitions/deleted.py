@@ -15,8 +15,7 @@ another way (raw SQL, ``delete_in_batches`` of unfinished jobs) are found by the
 step ``worker/maintenance/orphans.py``, which calls ``settle_deleted`` for parents gone.
 """
 
-from ..models import JobDependency
-from .settle import DELETED, settle
+from .settle import DELETED, edge_table, settle
 
 
 def settle_deleted(model, alias: str, ids) -> list:
@@ -24,7 +23,7 @@ def settle_deleted(model, alias: str, ids) -> list:
     and drop the edges of those that were children; returns the ids of the children queued
     (through ``run_anyway``). Call it inside the transaction that deleted them."""
     ids, released = list(ids), []
-    dependencies = JobDependency._default_manager
+    dependencies = edge_table(model)._default_manager
     for start in range(0, len(ids), CHUNK):  # a statement's parameters are bounded (SQLite)
         chunk = ids[start:start + CHUNK]
         released += settle(model, alias, dict.fromkeys(chunk, DELETED))

@@ -19,7 +19,7 @@ transaction rolls back. Exactly once, however the parents race:
 A parent that ended ``exhausted``, ``cancelled`` or ``expired`` cancels its waiting children
 (``cancelled_by`` says which parent and how it ended), which cancels theirs in turn, unless the
 edge has ``run_anyway``: then it counts as a success. A parent deleted before it finished
-(``DELETED``: workflows/deleted.py) does the same. Jobs outside workflows never come here.
+(``DELETED``: transitions/deleted.py) does the same. Jobs outside workflows never come here.
 """
 
 from collections import defaultdict
@@ -30,8 +30,13 @@ from django.utils import timezone
 
 from ..db import ops
 from ..enqueue import notify
-from ..models import JobDependency
 from ..statuses import FINISHED_STATUSES, JobStatus
+
+
+def edge_table(model):
+    """The table of a workflow's edges (``JobDependency``), reached through the job model's own
+    relation: the callers hand this layer the model, and it never imports the models."""
+    return model._meta.get_field("child_links").related_model
 
 
 def settle(model, alias: str, finished: dict) -> list:
@@ -41,7 +46,7 @@ def settle(model, alias: str, finished: dict) -> list:
     finished = {pk: status for pk, status in finished.items()
                 if status in FINISHED_STATUSES or status == DELETED}
     jobs = model._default_manager.db_manager(alias)
-    dependencies = JobDependency._default_manager.db_manager(alias)
+    dependencies = edge_table(model)._default_manager.db_manager(alias)
     released = []
     while finished:
         edges = list(dependencies.filter(parent_id__in=list(finished), resolved_at__isnull=True)
@@ -127,7 +132,7 @@ def resume(model, alias: str, retried: list) -> list:
     row lock, so a parent of it finishing at the same moment is counted once, before or after
     (``settle`` locks the child too)."""
     jobs = model._default_manager.db_manager(alias)
-    dependencies = JobDependency._default_manager.db_manager(alias)
+    dependencies = edge_table(model)._default_manager.db_manager(alias)
     resumed, frontier = [], set(retried)
     while frontier:
         edges = list(dependencies.filter(parent_id__in=list(frontier), resolved_at__isnull=False)
