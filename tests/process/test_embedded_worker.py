@@ -3,6 +3,8 @@ gunicorn (sync and gthread workers), uvicorn (the ASGI lifespan) and runserver, 
 requests while its worker processes drain the queue, then stopped as an operator stops them."""
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -121,6 +123,28 @@ def test_gunicorn_recycling_its_processes_loses_and_repeats_no_job(start_server)
     assert not Job.objects.exclude(status=JobStatus.SUCCEEDED).exists()
     stop(server)
     assert not Worker.objects.exists(), server.output
+
+
+def test_a_web_process_killed_mid_job_loses_no_job(start_server):
+    """The OOM killer's SIGKILL on a gunicorn web process while its embedded worker runs jobs:
+    gunicorn starts another, the killed worker's jobs come back when their leases run out (an
+    interruption each, WorkerLost), and every job finishes exactly once."""
+    jobs = Job.objects.bulk_enqueue(sleep_for.prepare(5.0, tag="finished") for _ in range(8))
+    server = start_server("gunicorn-sync", {"CONCURRENCY": 2})
+    # A job seen started has 5 s of sleep left: it is mid-run when its process is killed.
+    (killed_job, victim), = wait_until(
+        lambda: list(Execution.objects.filter(tag="started").values_list("job_id", "worker")[:1]),
+        what="a job to start", timeout=60, context=lambda: server.output)
+    os.kill(Worker.objects.get(name=victim).pid, signal.SIGKILL)
+    wait_until(lambda: not Job.objects.exclude(status=JobStatus.SUCCEEDED).exists(),
+               what="every job to succeed", timeout=180, context=lambda: server.output)
+    assert executions("finished") == sorted(job.pk for job in jobs), server.output
+    lost = [job for job in Job.objects.filter(pk__in=[job.pk for job in jobs])
+            if any(entry["type"].endswith("WorkerLost") for entry in job.errors)]
+    assert killed_job in {job.pk for job in lost}, server.output
+    assert all(entry["interrupted"] for job in lost for entry in job.errors)
+    assert answering(server), server.output  # gunicorn replaced the process and serves
+    stop(server)
 
 
 def test_runserver_at_ctrl_c_gives_running_jobs_back_or_leaves_them_to_their_leases(
