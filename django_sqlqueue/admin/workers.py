@@ -40,12 +40,12 @@ class WorkerChangeList(ChangeList):
 class WorkerAdmin(admin.ModelAdmin):
     list_display = (
         "name", "heartbeat", "running_now", "queues_served", "host", "pid", "up_for",
-        "jobs_done",
+        "jobs_done", "version",
     )
     search_fields = ("name", "host")
     readonly_fields = (
         "name", "heartbeat", "host", "pid", "queues_served", "concurrency", "started_at",
-        "up_for", "last_heartbeat_at", "jobs_done", "running_now",
+        "up_for", "last_heartbeat_at", "jobs_done", "running_now", "version",
     )
     fields = readonly_fields
 

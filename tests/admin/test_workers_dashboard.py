@@ -43,6 +43,15 @@ def test_workers_page_shows_liveness_and_running_jobs(admin_client, settings):
     assert f"status__exact=running&claimed_by={alive.name}".replace(":", "%3A") in html
 
 
+def test_workers_page_shows_each_workers_code_version(admin_client):
+    """SQLQUEUE["VERSION"], which readiness compares across a host's workers (docs/operations.md):
+    a rolling deploy shows as two versions side by side."""
+    WorkerFactory(version="2026.11.3")
+    WorkerFactory(version="2026.11.4")
+    html = admin_client.get(WORKERS).content.decode()
+    assert "2026.11.3" in html and "2026.11.4" in html
+
+
 def test_workers_page_reads_running_jobs_in_one_query(admin_client):
     def page_queries():
         with CaptureQueriesContext(connection) as queries:
