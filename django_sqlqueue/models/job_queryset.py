@@ -1,9 +1,9 @@
 """JobQuerySet, the manager of Job: filters are adjectives (``ready``), state changes are verbs
 (``claim``).
 
-The models sit below the duties (enqueue/, claim/, workflows/...): a state change here imports
-its duty inside the method and hands the work down; no duty calls these methods back, so the
-duties import the models at the top of their modules and never through the app registry."""
+The models sit above their duties (enqueue/, claim/, transitions/...): a state change here hands
+its work down to its duty with this queryset, which brings the model; no duty imports the
+models or calls these methods back (docs/internals.md)."""
 
 import datetime as dt
 
