@@ -81,17 +81,18 @@ def test_racing_workers_on_a_fair_queue_run_every_job_once_and_serve_every_key(s
         record.using(queue="fair", concurrency_key=key).prepare(tag=key)
         for _ in range(60) for key in keys)  # 1,200 jobs, 60 a key
     options = ("--burst", "-q", "fair", "-c", "4", "--poll-interval", "0.2", "--no-scheduler")
-    # A lease no loaded machine outlasts: on SQLite, sixteen threads' writes queue for one lock,
-    # and a heartbeat that waited past a 30 s lease would make a second run legitimate (the
-    # rescue's), which is not what this test is about.
+    # A lease no loaded machine outlasts: a rescue's second run is not what this test is about.
     workers = [start_worker(*options, settings={"LEASE_SECONDS": 240}) for _ in range(4)]
     for worker in workers:
         assert worker.wait(timeout=280) == 0, worker.output
 
     jobs = Job.objects.filter(queue="fair")
     assert jobs.filter(status=JobStatus.SUCCEEDED).count() == 1_200
-    again = list(jobs.filter(attempts__gt=1).values_list("pk", "attempts", "errors")[:5])
-    assert not again, again  # none ran twice: no lost lease, no error, no interruption
+    # None failed, was rescued or interrupted. (A job claimed ahead that waited over a second
+    # for a busy thread is given back unstarted, pool.CLAIMED_AHEAD_MAX_WAIT: its attempt
+    # counter went up, with no error and no run; a loaded machine does that.)
+    assert not jobs.exclude(errors=[]).exists(), list(
+        jobs.exclude(errors=[]).values_list("pk", "errors")[:5])
     runs = Counter(dict(Execution.objects.values_list("job_id").annotate(n=Count("pk"))))
     assert len(runs) == 1_200 and set(runs.values()) == {1}  # each job ran once, none twice
     # The first 276 jobs claimed, in database order, hold each key's share by weight: 3 and 2
