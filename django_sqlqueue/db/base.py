@@ -346,6 +346,11 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         this client's, or its error carries no code that tells (``db/outages.py``)."""
         return None
 
+    def server_uptime(self, cursor) -> float | None:
+        """Seconds since the database server started, read with ``cursor``; None where there is
+        no server (``db/outages.py``: a restart during a run is an outage, not counted)."""
+        return None
+
     # ---- row estimates ----------------------------------------------------------------------
 
     def table_row_estimate(self, model) -> float:

@@ -13,13 +13,19 @@ that an ``interrupted`` outcome; ``outcomes.interruption`` writes it). Two thing
    either way (SQLite, other drivers), this thread's connection to the jobs database turns out
    broken, or a new one cannot be made.
 
+Such an interruption is counted towards ``max_interruptions`` only when the job's own connection
+died while the server kept answering (``reachable``) and kept running (``restarted_within``): a
+server that restarted during the run was an outage even if it answers again by the time the
+worker looks (the job's error handler took that long, or PgBouncer held its next query until the
+server was back).
+
 A deadlock, a lock or statement timeout, a constraint violation or "no such table" are the job's
 failures: the server answered them with a code of its own, and the connection still works.
 """
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from . import DRIVERS
+from . import DRIVERS, ops
 
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
@@ -51,6 +57,20 @@ def reachable(alias: str) -> bool:
     except DatabaseError:
         _close(alias)
         return False
+
+
+def restarted_within(alias: str, seconds: float) -> bool:
+    """Whether the server of ``alias`` started less than ``seconds`` ago, by its own clock (so
+    no clock skew enters); False where there is no server (SQLite). One that does not answer
+    the question now is taken as gone."""
+    connection = connections[alias]
+    try:
+        with connection.cursor() as cursor:
+            uptime = ops(connection).server_uptime(cursor)
+    except DatabaseError:
+        _close(alias)
+        return True
+    return uptime is not None and uptime < seconds
 
 
 def _connection_works(alias: str) -> bool:

@@ -98,7 +98,7 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
     attempt given back, with an entry in its errors that says ``why``. ``counted``: it raises
     ``interruptions``, and the one that reaches ``max_interruptions`` ends the job exhausted
     instead (a job that keeps killing its workers is not run forever); a shutdown's release, and
-    a run cut short by an outage during which the database could not be reached, are not
+    a run cut short by an outage (the database could not be reached, or restarted), are not
     counted, since they say nothing about the job. ``error``: the exception that cut it
     (its type and traceback are recorded), else ``WorkerLost``'s place is taken by
     ``WorkerStopped``."""
@@ -120,12 +120,13 @@ def interruption(job, why: str, *, now=None, error=None, counted=True) -> Transi
 
 def outage_reason(job, error, *, counted=True) -> str:
     """Why a run was interrupted by its database going away (an ``interruption``'s ``why``);
-    ``counted``: the database answered right after, else the worker had to wait for it."""
+    ``counted``: the database answered right after, else it could not be reached or had
+    restarted meanwhile (an outage)."""
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return (f"the database went away while worker {job.claimed_by or '?'} ran attempt "
             f"{job.attempts} ({type(error).__name__}: {first_line})"
-            + ("" if counted else "; it could not be reached: an outage, not counted towards "
-               "max_interruptions"))
+            + ("" if counted else "; it could not be reached or had restarted: an outage, not "
+               "counted towards max_interruptions"))
 
 
 def write(changes: list, alias: str, *, retried: bool = True) -> set:

@@ -226,6 +226,7 @@ def _run(job) -> Outcome:
     if attempt.sends_signals:
         _tell(attempt.started, attempt.job, "started")
     token, steps = _current_job.set(job), _current_steps.set(None)  # steps: read at the first
+    began = time.monotonic()
     try:
         value = attempt.call()
     # Whatever the job raised is its own failure, BaseExceptions included: sys.exit(),
@@ -233,7 +234,7 @@ def _run(job) -> Outcome:
     # CancelledError is how an async job's task stops when the job is cancelled. Unless the
     # database went away under it: then the run was interrupted, not failed (outages.py).
     except BaseException as exc:  # noqa: BLE001 - see above
-        return _over(attempt, _raised(attempt, exc))  # in the except block: signals see it
+        return _over(attempt, _raised(attempt, exc, began))  # in the except block: signals see it
     finally:
         _current_steps.reset(steps)
         _current_job.reset(token)
@@ -268,10 +269,11 @@ async def _arun(job) -> Outcome:
         await _off_loop(_tell)(attempt.started, attempt.job, "started")
     # This task's own context: each job sees its own job and steps.
     token, steps = _current_job.set(job), _current_steps.set(None)
+    began = time.monotonic()
     try:
         value = await cancellable(job, attempt.function)(*attempt.args, **attempt.kwargs)
     except BaseException as exc:  # noqa: BLE001 - as in _run
-        return await _off_loop(_raised_and_over)(attempt, exc)
+        return await _off_loop(_raised_and_over)(attempt, exc, began)
     finally:
         _current_steps.reset(steps)
         _current_job.reset(token)
@@ -287,13 +289,14 @@ def _off_loop(function):
     return sync_to_async(function, thread_sensitive=True)
 
 
-def _raised_and_over(attempt: Attempt, error: BaseException) -> Outcome:
-    """``_over(attempt, _raised(attempt, error))`` inside an except block of ``error`` (on the
-    thread of the async job's sync calls), so that receivers see it in ``sys.exc_info()``."""
+def _raised_and_over(attempt: Attempt, error: BaseException, began: float) -> Outcome:
+    """``_over(attempt, _raised(attempt, error, began))`` inside an except block of ``error``
+    (on the thread of the async job's sync calls), so that receivers see it in
+    ``sys.exc_info()``."""
     try:
         raise error
     except BaseException:  # noqa: BLE001 - it is the job's own error, re-raised to be handled
-        return _over(attempt, _raised(attempt, error))
+        return _over(attempt, _raised(attempt, error, began))
 
 
 def _begin(job):
@@ -311,8 +314,9 @@ def _begin(job):
     return attempt
 
 
-def _raised(attempt: Attempt, error: BaseException) -> Outcome:
-    """What an attempt that raised ``error`` came to (not yet told to the adapter)."""
+def _raised(attempt: Attempt, error: BaseException, began: float) -> Outcome:
+    """What an attempt that raised ``error`` came to (not yet told to the adapter); the
+    function was called at ``began`` (``time.monotonic()``)."""
     if isinstance(error, Reschedule):
         try:
             validation.run_at(error.run_at, error.delay, timezone.now())
@@ -323,10 +327,14 @@ def _raised(attempt: Attempt, error: BaseException) -> Outcome:
         return Outcome(OutcomeKind.ABORTED, error=error)
     alias = attempt.job._state.db or DEFAULT_DB_ALIAS
     if outages.database_went_away(error, alias):
-        # Counted only if the database answers now: the job's own connection died while the
-        # server kept answering (which a job that breaks its connections could repeat for
-        # ever). One that cannot be reached is an outage, for which the worker waits.
-        return Outcome(OutcomeKind.INTERRUPTED, error=error, counted=outages.reachable(alias))
+        # Counted only if the database answers now and has not restarted since the call: the
+        # job's own connection died while the server kept answering (which a job that breaks
+        # its connections could repeat for ever). One that cannot be reached is an outage, for
+        # which the worker waits; so is a restart the job outlasted (its error handler, or a
+        # pooler holding its next query, took as long as the restart).
+        counted = (outages.reachable(alias)
+                   and not outages.restarted_within(alias, time.monotonic() - began))
+        return Outcome(OutcomeKind.INTERRUPTED, error=error, counted=counted)
     return _failure(attempt, error)
 
 

@@ -1,14 +1,20 @@
 """The other side of tests/process/test_outage_interruptions.py: a job whose own connection the
 server ends while it keeps answering is interrupted, and that counts towards max_interruptions
-(a job that breaks its connections could otherwise run for ever)."""
+(a job that breaks its connections could otherwise run for ever); a server restarted during the
+run is an outage, not counted, even when it answers again by the time the worker looks."""
+
+import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from django_sqlqueue.models import Job
 from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.statuses import JobStatus
-from tests.testapp.tasks import lose_own_connection
+from tests.support.server_side import sleeping_on_server
+from tests.support.waiting import wait_until
+from tests.testapp.models import Execution
+from tests.testapp.tasks import lose_own_connection, outlast_a_restart
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,3 +32,33 @@ def test_a_job_whose_own_connection_died_while_the_server_answered_is_counted():
     run_job(claimed)
     job.refresh_from_db()
     assert (job.status, job.interruptions) == (JobStatus.EXHAUSTED, 2)
+
+
+def test_a_restart_the_job_outlasted_is_an_outage_not_counted(database_server):
+    """The server restarts under the job's statement, and the job raises that error only once
+    the server answers again (an error handler that takes its time; through PgBouncer, whose
+    queue holds the worker's check until the server is back, it need not even wait): the
+    worker's check finds the database reachable, and the server's start time says it restarted
+    during the run."""
+    if database_server is None:
+        pytest.skip("needs the suite's own server, to restart it")
+    job = outlast_a_restart.using(max_interruptions=1).enqueue()
+    (claimed,) = Job.objects.claim(worker_id="w", limit=1)
+    outcomes = []
+
+    def run():
+        try:
+            outcomes.append(run_job(claimed).outcome)
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="started").exists()
+               and sleeping_on_server(), what="the run's statement to be in flight")
+    database_server.restart()
+    runner.join(timeout=240)
+    assert outcomes == ["interrupted"]
+    job = wait_until(lambda: Job.objects.get(pk=job.pk), what="the job's row after the restart")
+    assert (job.status, job.interruptions) == (JobStatus.QUEUED, 0), job.errors
+    assert "an outage, not counted towards max_interruptions" in job.errors[-1]["message"]

@@ -1,5 +1,7 @@
 """``end_connection``: the server ends one connection, as a restart, a failover or an operator
-would, for tests that need a connection to break at a chosen point (PostgreSQL, MariaDB)."""
+would, for tests that need a connection to break at a chosen point (PostgreSQL, MariaDB);
+``sleep_on_server`` and ``sleeping_on_server``: a statement that is in flight, by construction,
+when the server goes away."""
 
 import threading
 
@@ -49,3 +51,26 @@ def _count(alias, statement, ident) -> int:
     with connections[alias].cursor() as cursor:
         cursor.execute(statement, [ident])
         return cursor.fetchone()[0]
+
+
+#: Per vendor: a statement that sleeps on the server; one that counts the connections running it.
+_SLEEPS = {
+    "postgresql": ("SELECT pg_sleep(%s)",
+                   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%%'"),
+    "mysql": ("SELECT SLEEP(%s)",
+              "SELECT count(*) FROM information_schema.processlist"
+              " WHERE info LIKE 'SELECT SLEEP(%%'"),
+}
+
+
+def sleep_on_server(seconds, alias="default") -> None:
+    """Run a statement that sleeps ``seconds`` on the server, on this thread's connection."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_SLEEPS[connections[alias].vendor][0], [seconds])
+
+
+def sleeping_on_server(alias="default") -> bool:
+    """Whether a connection is running ``sleep_on_server``'s statement now."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_SLEEPS[connections[alias].vendor][1])
+        return cursor.fetchone()[0] > 0

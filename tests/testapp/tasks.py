@@ -384,4 +384,29 @@ def lose_own_connection():
     return Execution.objects.count()  # fails: its connection is gone
 
 
+@job(name="tests.outlast_a_restart")
+def outlast_a_restart():
+    """Records its start and sleeps in a statement on the server, until the server goes away
+    under it; then, before raising that error, waits until the database answers again (as an
+    error handler that takes its time would): by the time the worker looks, the server is
+    back."""
+    from django.db import OperationalError, connections
+
+    from tests.support.server_side import sleep_on_server
+    from tests.support.waiting import wait_until
+
+    from .models import Execution
+
+    this = current_job()
+    Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker="", tag="started")
+    try:
+        sleep_on_server(600)  # the test restarts the server meanwhile
+    except OperationalError:
+        connections.close_all()
+        wait_until(lambda: Execution.objects.exists(), what="the database to answer again",
+                   timeout=120)
+        raise
+    return "slept"
+
+
 from . import step_tasks  # noqa: E402, F401 - the durable-step tests' jobs, registered with these

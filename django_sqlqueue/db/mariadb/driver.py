@@ -48,6 +48,11 @@ class MariaDBDriver(DatabaseDriver):
         code = error.args[0] if error.args else None
         return code in SERVER_GONE if isinstance(code, int) else None
 
+    def server_uptime(self, cursor) -> float | None:
+        cursor.execute("SHOW GLOBAL STATUS LIKE 'Uptime'")
+        row = cursor.fetchone()
+        return float(row[1]) if row else None
+
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         return statements.now_sql(plus_seconds)
 

@@ -39,6 +39,10 @@ class PostgreSQLDriver(DatabaseDriver):
         # No SQLSTATE: the client's own error (connection lost, closed, refused).
         return sqlstate is None or sqlstate.startswith("08") or sqlstate in SERVER_GONE
 
+    def server_uptime(self, cursor) -> float:
+        cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp() - pg_postmaster_start_time())")
+        return float(cursor.fetchone()[0])
+
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         # clock_timestamp(), not now(): now() is the start of the transaction. As a scalar
         # subquery, read once per statement, when first needed (after the rows were locked), so
