@@ -34,14 +34,8 @@ from django.utils.module_loading import import_string
 from . import backend_checks
 from .enqueue.building import job_fields
 from .exceptions import InvalidJob, JobCancelled, UnknownTask
-from .run.runner import (
-    Attempt,
-    OutcomeKind,
-    arguments,
-    check_given,
-    parent_results_argument,
-    register_adapter,
-)
+from .run.parent_results import check_given, parent_results_argument
+from .run.runner import Attempt, OutcomeKind, arguments, register_adapter
 from .statuses import JobStatus
 from .waiting import waiter
 from .workflows.canvas import register_preparer

@@ -13,11 +13,11 @@ that an ``interrupted`` outcome; ``outcomes.interruption`` writes it). Two thing
    either way (SQLite, other drivers), this thread's connection to the jobs database turns out
    broken, or a new one cannot be made.
 
-Such an interruption is counted towards ``max_interruptions`` only when the job's own connection
-died while the server kept answering (``reachable``) and kept running (``restarted_within``): a
-server that restarted during the run was an outage even if it answers again by the time the
-worker looks (the job's error handler took that long, or PgBouncer held its next query until the
-server was back).
+Such an interruption is counted towards ``max_interruptions`` only when the job lost its own
+connection while the server stayed up (``server_stayed_up``): it answers now (``reachable``),
+and has not restarted since the run began. A server that restarted during the run was an outage
+even if it answers again by the time the worker looks (the job's error handler took that long,
+or PgBouncer held the check until the server was back).
 
 A deadlock, a lock or statement timeout, a constraint violation or "no such table" are the job's
 failures: the server answered them with a code of its own, and the connection still works.
@@ -57,6 +57,12 @@ def reachable(alias: str) -> bool:
     except DatabaseError:
         _close(alias)
         return False
+
+
+def server_stayed_up(alias: str, seconds: float) -> bool:
+    """Whether the database ``alias`` answers now and its server has been up for the last
+    ``seconds`` (the run that lost its connection): then the run lost only its own connection."""
+    return reachable(alias) and not restarted_within(alias, seconds)
 
 
 def restarted_within(alias: str, seconds: float) -> bool:

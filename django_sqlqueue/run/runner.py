@@ -32,6 +32,7 @@ from ..exceptions import Abort, InvalidJob, Reschedule, UnknownTask
 from ..telemetry import tracing
 from . import unknown
 from .cancellation import cancellable, cancelled_error, stop_requested
+from .parent_results import with_parent_results
 from .progress import board as progress_board
 from .progress import write_final as write_final_progress
 
@@ -143,7 +144,7 @@ def _load_registered_job(job) -> Attempt:
     function = task.func
     given = job.payload.get("parent_results")  # a workflow's step (workflows/canvas.py)
     if given is not None:
-        function = _given_parent_results(job, function, given, is_async=task.is_async)
+        function = with_parent_results(job, function, given, is_async=task.is_async)
     sender = type(job)
     signalled = (signals.has_receivers(signals.job_started, sender)
                  or signals.has_receivers(signals.job_finished, sender))
@@ -162,39 +163,6 @@ def runs_on_loop(job) -> bool:
         return get_task(job.task_name).is_async
     except Exception:  # noqa: BLE001 - see above
         return False
-
-def check_given(job, given) -> None:
-    """InvalidJob unless ``given`` (a payload's ``"parent_results"``) is "one" or "list"."""
-    if given not in ("one", "list"):
-        raise InvalidJob(f'job {job.pk} has "parent_results": {given!r}; it must be "one" or '
-                         '"list".')
-
-
-def parent_results_argument(job, given: str):
-    """The argument a workflow's step is given: its first parent's result (``"one"``) or the
-    list of its parents' results in order (``"list"``); read from the database now."""
-    values = job.parent_results()
-    return (values[0] if values else None) if given == "one" else values
-
-
-def _given_parent_results(job, function, given: str, *, is_async: bool):
-    """``function`` called with its parents' results as first argument: ``"one"``, the first
-    parent's; ``"list"``, all of them in order. Read when the attempt starts, so that a
-    database error there is the attempt's (an interruption), not the loader's."""
-    check_given(job, given)
-
-    def results():
-        return parent_results_argument(job, given)
-
-    if is_async:
-        async def call_async(*args, **kwargs):
-            return await function(await sync_to_async(results)(), *args, **kwargs)
-        return call_async
-
-    def call(*args, **kwargs):
-        return function(results(), *args, **kwargs)
-    return call
-
 
 def _load(job) -> Attempt:
     for prefix, load in _adapters.items():
@@ -290,9 +258,8 @@ def _off_loop(function):
 
 
 def _raised_and_over(attempt: Attempt, error: BaseException, began: float) -> Outcome:
-    """``_over(attempt, _raised(attempt, error, began))`` inside an except block of ``error``
-    (on the thread of the async job's sync calls), so that receivers see it in
-    ``sys.exc_info()``."""
+    """``_over(attempt, _raised(...))`` inside an except block of ``error`` (on the thread of
+    the async job's sync calls), so that receivers see it in ``sys.exc_info()``."""
     try:
         raise error
     except BaseException:  # noqa: BLE001 - it is the job's own error, re-raised to be handled
@@ -315,8 +282,7 @@ def _begin(job):
 
 
 def _raised(attempt: Attempt, error: BaseException, began: float) -> Outcome:
-    """What an attempt that raised ``error`` came to (not yet told to the adapter); the
-    function was called at ``began`` (``time.monotonic()``)."""
+    """What an attempt called at ``began`` (monotonic) that raised ``error`` came to."""
     if isinstance(error, Reschedule):
         try:
             validation.run_at(error.run_at, error.delay, timezone.now())
@@ -327,14 +293,10 @@ def _raised(attempt: Attempt, error: BaseException, began: float) -> Outcome:
         return Outcome(OutcomeKind.ABORTED, error=error)
     alias = attempt.job._state.db or DEFAULT_DB_ALIAS
     if outages.database_went_away(error, alias):
-        # Counted only if the database answers now and has not restarted since the call: the
-        # job's own connection died while the server kept answering (which a job that breaks
-        # its connections could repeat for ever). One that cannot be reached is an outage, for
-        # which the worker waits; so is a restart the job outlasted (its error handler, or a
-        # pooler holding its next query, took as long as the restart).
-        counted = (outages.reachable(alias)
-                   and not outages.restarted_within(alias, time.monotonic() - began))
-        return Outcome(OutcomeKind.INTERRUPTED, error=error, counted=counted)
+        # Counted only if the job lost its own connection while the server stayed up (a job
+        # could repeat that for ever); an outage is not the job's doing.
+        return Outcome(OutcomeKind.INTERRUPTED, error=error,
+                       counted=outages.server_stayed_up(alias, time.monotonic() - began))
     return _failure(attempt, error)
 
 
