@@ -5,15 +5,16 @@
 #   - Django 6.1 on Python 3.12+ (.venv-django6): everything, including the django.tasks backend,
 #     the chaos suite, the browser test and the slow tests: on SQLite; on MariaDB
 #     (tests/mariadb_server.py, a throwaway server each pytest run starts itself) all but the
-#     browser test, in two runs (chaos, the rest); on PostgreSQL in two runs (chaos, the rest)
-#     all but the worker process tests (tests/process), which run there with Django 5.2;
+#     browser test, in two runs (chaos, the rest); on PostgreSQL the chaos suite, the
+#     django.tasks backend and the admin (the rest runs there with Django 5.2);
 #   - Django 5.2 LTS on python3 (.venv): on PostgreSQL, everything but the chaos suite and the
-#     browser test: the worker process tests with the slow ones; on SQLite, the tests that touch
-#     Django's APIs (unit, integration, admin), as Django 6.0;
+#     browser test: the unit and integration tests, the worker process tests with the slow ones;
+#     on SQLite, the tests that touch Django's APIs (unit, integration, admin);
 #   - Django 6.0 on Python 3.13 (.venv-django60): the tests that touch Django's APIs (unit,
-#     integration, admin, the django.tasks backend);
-#   - Django 6.1 again, integration, process and chaos tests on PostgreSQL through a PgBouncer in
-#     transaction pooling mode (tests/pgbouncer.py), minus the slow ones.
+#     integration, admin, the django.tasks backend), on SQLite;
+#   - Django 6.1 again, on PostgreSQL through a PgBouncer in transaction pooling mode
+#     (tests/pgbouncer.py): the integration and process tests and the chaos scenarios about
+#     connections (outages, the state machine, transactional enqueues), minus the slow ones.
 #   - Django 6.1 again, the docs (tests/docs, on settings of their own, tests/docs/settings.py):
 #     every snippet of README.md and docs/*.md, the facts they state, the strict build of the
 #     site (scripts/docs.sh) on SQLite; the pages about PostgreSQL on PostgreSQL.
@@ -127,9 +128,14 @@ $(quote "$@")$pytest_args")
 # [7.4 without the slow ones; 9.5] The worker process tests on PostgreSQL (here only), the slow
 # ones included: a minute of schedule ticks, the wake-up herd.
 add_pass "Django 5.2 PostgreSQL" .venv postgresql --ignore=tests/chaos -m "not browser"
-if [ -z "${DATABASE_URL:-}" ]; then  # [8.7; 8.3]
+# [26.6 with all the chaos suite] Through the pooler: what a transaction-mode pooler could
+# break (statements, session state, connections lost and refused), not the kills and races that
+# the chaos suite repeats on each database.
+if [ -z "${DATABASE_URL:-}" ]; then
   add_pass "Django 6.1 PgBouncer" .venv-django6 pgbouncer \
-    tests/integration tests/process tests/chaos -m "not slow"
+    tests/integration tests/process tests/chaos/test_state_machine.py \
+    tests/chaos/test_database_outages.py tests/chaos/test_transactional_enqueue.py \
+    tests/chaos/test_worker_start_outage.py -m "not slow"
 fi
 add_pass "Django 6.1 SQLite" .venv-django6 sqlite  # [8.2; 7.5]
 # [6.9; 6.3]
@@ -138,19 +144,18 @@ add_pass "Django 6.1 MariaDB chaos" .venv-django6 mariadb tests/chaos  # [5.0; 2
 # [3.3; 2.8] The failover scenario, tests/chaos/test_failover.py, runs here only: it starts a
 # primary and a standby of its own, twice, about a minute in all.
 add_pass "Django 6.1 PostgreSQL chaos" .venv-django6 postgresql tests/chaos
-# [10.9 with its process tests, which run in the Django 5.2 PostgreSQL pass; 2.4]
-add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql \
-  --ignore=tests/chaos --ignore=tests/process
+# [10.8 with the unit and integration tests, which the Django 5.2 PostgreSQL pass runs] What
+# Django 6 adds on PostgreSQL: the django.tasks backend, and the admin on the newest Django.
+add_pass "Django 6.1 PostgreSQL" .venv-django6 postgresql tests/tasks_backend tests/admin \
+  -m "not browser"
 # [about 1.5, new] The docs: every snippet of README.md and docs/*.md run in a site of their own
 # (tests/docs/settings.py), the facts the docs state checked against the code, and the site
 # built strictly (scripts/docs.sh); the pages about PostgreSQL in the PostgreSQL docs pass.
 add_pass "Django 6.1 SQLite docs" .venv-django6 sqlite --ds=tests.docs.settings tests/docs
 add_pass "Django 6.1 PostgreSQL docs" .venv-django6 postgresql --ds=tests.docs.settings \
   tests/docs/test_snippets.py
-# [2.0; 1.9]
-add_pass "Django 6.0 PostgreSQL" .venv-django60 postgresql \
-  tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"
-# [1.2]
+# [3.3] Django 6.0 on SQLite only: what differs between Django releases is in Django's APIs,
+# which these tests touch; the database-specific SQL runs on Django 6.1 and 5.2.
 add_pass "Django 6.0 SQLite" .venv-django60 sqlite \
   tests/unit tests/integration tests/admin tests/tasks_backend -m "not browser and not slow"
 # [4.2 with its process tests, which run in the Django 6.1 SQLite pass; 1.0]
