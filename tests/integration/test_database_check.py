@@ -80,3 +80,31 @@ def test_a_mariadb_server_out_of_reach_is_an_outage_not_a_problem_of_the_databas
     finally:
         del connections["unreachable"]
         del connections.settings["unreachable"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migrations_check_agrees_with_djangos_migration_plan():
+    """``migrations_problem`` lists this app's migration files without loading them: it must
+    name what Django's own plan would apply, here with the last two recorded as unapplied."""
+    from django.db.migrations.executor import MigrationExecutor
+    from django.db.migrations.recorder import MigrationRecorder
+
+    from django_sqlqueue.checks import migrations_problem
+
+    assert migrations_problem("default") is None
+    recorder = MigrationRecorder(connection)
+    executor = MigrationExecutor(connection)
+    leaf = next(key for key in executor.loader.graph.leaf_nodes() if key[0] == "django_sqlqueue")
+    last_two = executor.loader.graph.forwards_plan(leaf)[-2:]
+    for key in last_two:
+        recorder.record_unapplied(*key)
+    try:
+        planned = [migration.name for migration, _ in MigrationExecutor(connection)
+                   .migration_plan([leaf])]
+        assert planned == [name for _, name in last_two]
+        assert migrations_problem("default") == (
+            f"the jobs database 'default' lacks 2 of django_sqlqueue's migrations "
+            f"({planned[0]} to {planned[1]}): run `python manage.py migrate` first.")
+    finally:
+        for key in last_two:
+            recorder.record_applied(*key)
