@@ -351,6 +351,13 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         no server (``db/outages.py``: a restart during a run is an outage, not counted)."""
         return None
 
+    # ---- the tables' health -----------------------------------------------------------------
+
+    def table_health(self, tables: list):
+        """A ``table_health.DatabaseHealth`` of ``tables`` (their names); None where this
+        database has no report (``manage.py tablehealth``)."""
+        return None
+
     # ---- row estimates ----------------------------------------------------------------------
 
     def table_row_estimate(self, model) -> float:

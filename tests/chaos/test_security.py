@@ -84,8 +84,9 @@ DESERIALISERS = {"pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle"
 #: Builtins that run code given as a string; none may be called.
 BUILTIN_LOADERS = {"eval", "exec", "compile", "__import__"}
 #: Functions that import code named by a string, and the only places allowed to call them.
-CODE_LOADERS = {"import_module": set(),
-                # a settings value (OPTIONS["BACKOFF"]); never a path read from a row
+# Each a settings value, never a path read from a row: this app's migrations package
+# (MIGRATION_MODULES, else its own), the backoff function (OPTIONS["BACKOFF"]).
+CODE_LOADERS = {"import_module": {"checks.py"},
                 "import_string": {"backend.py", "backend_checks.py"}}
 
 
@@ -205,6 +206,9 @@ SQL_ASSEMBLY["db/mariadb/statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
 # columns (table, col), the driver's ready_prefix (quoted names), the key column (key, quoted)
 # and its test (test: "> %s", "> ''" or "IS NOT NULL").
 SQL_ASSEMBLY["db/mariadb/driver.py"] = _DRIVERS | {"ready_prefix", "test"}
+# Issue 41, tablehealth: advice shown to the operator, never run: it names the statement that
+# ends a session (a holder's pid, gid or thread id, as the database reported it).
+SQL_ASSEMBLY["observability/table_health.py"] = {"holder"}
 
 
 def _pieces(node):

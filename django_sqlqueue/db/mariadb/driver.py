@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from ..base import DatabaseDriver
 from ..pieces import NOT_PLAIN, NOW, outcome_row
-from . import statements
+from . import health, statements
 
 #: The type a per-job value of each field type is read as from MariaDB's ``JSON_TABLE``: wide
 #: enough that a value reaches the column whole (an over-long one must fail at the column, not be
@@ -37,6 +37,9 @@ SERVER_GONE = frozenset({2002, 2003, 2006, 2013, 1053, 1927})
 class MariaDBDriver(DatabaseDriver):
     name = "mysql"
     inserts_from_document = True
+
+    def table_health(self, tables: list):
+        return health.read(self.connection, tables)
 
     def problem(self) -> str | None:
         return server_problem(self.connection)

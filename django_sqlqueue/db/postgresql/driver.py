@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from ...statuses import FINISHED_STATUSES
 from ..base import FINISHED_CHANNEL, DatabaseDriver
 from ..pieces import NOW, NOW_PLUS, PARAM, outcome_row
-from . import statements
+from . import health, statements
 
 _FINISHED = ", ".join(f"'{status.value}'" for status in FINISHED_STATUSES)
 
@@ -27,6 +27,9 @@ class PostgreSQLDriver(DatabaseDriver):
     builds_indexes_concurrently = True
     reports_replica_state = True
     json_object = "jsonb_build_object"
+
+    def table_health(self, tables: list):
+        return health.read(self.connection, tables)
 
     def problem(self) -> str | None:
         return None

@@ -7,7 +7,7 @@ import sqlite3
 from django.conf import settings
 
 from ..base import DatabaseDriver
-from . import statements
+from . import health, statements
 
 
 class SQLiteDriver(DatabaseDriver):
@@ -30,6 +30,9 @@ class SQLiteDriver(DatabaseDriver):
         column = self.connection.ops.quote_name(rows.model._meta.get_field("tags").column)
         has_tag = statements.has_tag(table, column)
         return rows.extra(where=[has_tag] * len(tags), params=list(tags))  # noqa: S610
+
+    def table_health(self, tables: list):
+        return health.read(self.connection, tables)
 
     def problem(self) -> str | None:
         if sqlite3.sqlite_version_info >= (3, 35):
