@@ -10,6 +10,9 @@ script, so that a Content-Security-Policy without 'unsafe-inline' allows it).
 "Failed" in the throughput means jobs that *ended* ``exhausted``; a failed attempt that will be
 retried shows as "failed, will retry" in the counts instead.
 
+A tile gives the job table's size and how many things ``manage.py tablehealth`` advises
+(observability/table_health.py, read at most once a minute).
+
 Under the queues table, each ``runworker --autoscale`` supervisor's last changes
 (models.ScaleEvent): when, from how many processes to how many, and why.
 
@@ -30,7 +33,7 @@ from django.utils.dateformat import time_format
 
 from ..conf import get_settings
 from ..models import Job, ScaleEvent
-from ..observability import fleet, snapshot
+from ..observability import fleet, snapshot, table_health
 from ..observability.replica import read_alias
 from ..queues.control import QueueState, states
 from ..statuses import JobStatus
@@ -213,6 +216,10 @@ def build(list_url: str, now=None, *, alias: str = "default") -> dict:
         "cancelling": (Job.objects.using(alias).cancelling().count() if totals["running"]
                        else 0),
         "unserved": [c.name for c in cards if c.queue.unserved],
+        # The job table's size and what `manage.py tablehealth` advises, read at most once a
+        # minute; not from a replica, whose statistics and sessions are its own.
+        "table_health": (None if snap.replica is not None
+                         else table_health.recent(alias)),
         "lease_seconds": get_settings().LEASE_SECONDS,
         "now": snap.taken_at,
         "read_from": snap.database,

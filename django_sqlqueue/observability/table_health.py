@@ -7,6 +7,8 @@ its outcome, its pruning): a few thousand dead rows are normal between two autov
 transaction open for minutes is not (vacuum can remove no row that died after it began)."""
 
 import dataclasses
+import threading
+import time
 from dataclasses import dataclass
 
 from django.db import connections
@@ -61,6 +63,26 @@ def read(alias: str, *, transaction_seconds: float = TRANSACTION_SECONDS) -> Rep
         return None
     health.tables.sort(key=lambda table: names.index(table.name))
     return Report(health, advice(health, transaction_seconds=transaction_seconds))
+
+
+#: How long the dashboard's tile reuses a report: it refreshes every few seconds, and the
+#: report is a few catalog reads that change slowly.
+TILE_SECONDS = 60
+_tiles: dict = {}  # alias -> (monotonic time, Report or None)
+_tiles_lock = threading.Lock()
+
+
+def recent(alias: str, *, max_age: float = TILE_SECONDS) -> Report | None:
+    """``read(alias)``, read again only once ``max_age`` seconds have passed (the dashboard's
+    tile: no catalog reads on most of its refreshes)."""
+    with _tiles_lock:
+        taken = _tiles.get(alias)
+        if taken is not None and time.monotonic() - taken[0] < max_age:
+            return taken[1]
+    report = read(alias)
+    with _tiles_lock:
+        _tiles[alias] = (time.monotonic(), report)
+    return report
 
 
 def advice(health: DatabaseHealth, *, transaction_seconds: float) -> list:

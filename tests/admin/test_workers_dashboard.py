@@ -2,6 +2,7 @@
 
 import datetime as dt
 import re
+import time
 from html import unescape
 
 import pytest
@@ -168,11 +169,16 @@ def test_dashboard_with_no_jobs(admin_client):
     assert "No jobs yet." in html
 
 
-def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries):
+def test_dashboard_query_count(admin_client, busy_queues, django_assert_max_num_queries,
+                               monkeypatch):
     # session, user; ready, running, the row estimate (PostgreSQL), finished, the rollup's
     # cursor, its hours and minutes (once it has run), the jobs since, workers, the Queue
     # rows (pauses and limits); cancelling (only while jobs run); the autoscalers' last changes
     # (a table of a few rows per supervisor)
+    monkeypatch.setattr("django_sqlqueue.observability.table_health._tiles", {})
+    # ...and the tables' health for its tile, once a minute: three or four catalog reads.
+    with django_assert_max_num_queries(14 + 4):
+        admin_client.get(DASHBOARD)
     with django_assert_max_num_queries(14):
         admin_client.get(DASHBOARD)
 
@@ -262,3 +268,22 @@ def test_estimated_counts_are_labelled(admin_client, busy_queues, monkeypatch):
     assert "the counts of jobs queued, scheduled, failed, succeeded, exhausted, cancelled, " \
            "expired are estimates from a sample of the table" in html
     assert "the lag is that of the oldest due job in the sample: at least that" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_dashboard_tile_gives_the_job_tables_size_and_what_to_do(admin_client, monkeypatch):
+    """The tile reads ``manage.py tablehealth``'s report (at most once a minute); with advice,
+    it says how many things there are to do and names the command."""
+    from django_sqlqueue.observability import table_health
+
+    monkeypatch.setattr(table_health, "_tiles", {})
+    html = unescape(admin_client.get(DASHBOARD).content.decode())
+    tile = re.search(r'id="sq-table-health".*?</div></div>', html, re.S).group(0)
+    assert "nothing to do" in tile and '<div class="sq-cap">job table</div>' in tile
+    report = table_health.read("default")
+    report.advice = ["VACUUM (ANALYZE) django_sqlqueue_job."]  # as a busy table would have
+    monkeypatch.setattr(table_health, "_tiles", {"default": (time.monotonic(), report)})
+    html = unescape(admin_client.get(DASHBOARD).content.decode())
+    tile = re.search(r'id="sq-table-health".*?</div></div>', html, re.S).group(0)
+    assert "1 thing to do: <code>manage.py tablehealth</code>" in tile
+    assert 'title="VACUUM (ANALYZE) django_sqlqueue_job."' in tile
