@@ -65,7 +65,7 @@ class WorkerProcess(WorkerReporting):
         self.heartbeat = Heartbeat(
             worker_id=self.worker_id, alias=self.alias, pool=self.pool,
             lease_seconds=config.lease_seconds, on_timeout=self._job_timed_out,
-            on_missing_row=self._register,
+            on_missing_row=self._register_again,
         )
         self.cancels = CancelWatcher(
             alias=self.alias, pool=self.pool, grace_seconds=config.cancel_grace,
@@ -196,6 +196,13 @@ class WorkerProcess(WorkerReporting):
             boot_id=table.boot_id, pid_namespace=table.pid_namespace,
             lease_seconds=self.config.lease_seconds, version=get_settings().VERSION,
         )
+
+    def _register_again(self):
+        """The heartbeat found no row: reaped while the database was out of reach. Not once
+        the shutdown began: then the shutdown deleted it (a heartbeat late on a loaded machine
+        put it back, a worker listed after it had exited)."""
+        if not self.stopping.is_set():
+            self._register()
 
     def _every(self, seconds, step, name, *, until, keep_connection=False, max_delay=10.0):
         """Run ``step`` every ``seconds`` on a thread of its own, until ``until`` is set

@@ -178,3 +178,19 @@ def test_burst_prints_its_status_only_when_it_changed(monkeypatch):
     assert lines == ["burst: attempts_run=0 ready=0 unfinished=1",
                      "burst: attempts_run=1 ready=0 unfinished=0",
                      "burst: nothing left to do, exiting"]
+
+
+def test_a_heartbeat_after_the_shutdown_unregistered_the_worker_does_not_register_it_again():
+    """CI saw a stopped embedded worker still listed: its heartbeat, late on a loaded machine,
+    found the row the shutdown had deleted and registered the worker again."""
+    from django_sqlqueue.models import Worker
+
+    process = worker()
+    process._register()
+    Worker.objects.filter(name=process.worker_id).delete()
+    process.heartbeat.run_once()  # reaped while unreachable: registered again
+    assert Worker.objects.filter(name=process.worker_id).exists()
+    process.stopping.set()  # the shutdown began...
+    Worker.objects.filter(name=process.worker_id).delete()  # ...and unregistered it
+    process.heartbeat.run_once()
+    assert not Worker.objects.filter(name=process.worker_id).exists()
