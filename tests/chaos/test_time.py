@@ -19,7 +19,10 @@ from tests.testapp.models import Run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 POLL = 0.2
-TOLERANCE = 1.5  # seconds a job may start after it is due: the poll interval plus noise
+# Seconds a job may start after it is due: the poll interval plus a loaded machine's noise.
+# Early is the promise, and it holds by construction; late is the machine: CI, with three test
+# passes on two cores, once started a retry 2.1 s after it was due (the bound was 1.5 s).
+TOLERANCE = 4.0
 SETTINGS = {"POLL_INTERVAL_SECONDS": POLL, "LEASE_SECONDS": 5, "MAINTENANCE_INTERVAL_SECONDS": 1}
 
 
