@@ -131,14 +131,22 @@ def _drop_test_databases_around_pgbouncer(request, pg_cluster):
     pg_cluster.pgbouncer.stop()
 
 
-@pytest.fixture(autouse=VENDOR == "pgbouncer")
-def _fresh_connections():
-    """The pgbouncer pass: each test ends by dropping its connections, so a connection broken by
-    a chaos test (a restart, a terminated server connection) is not used again to tear it down or
-    by the next test. (Direct connections are dropped by PostgreSQL on the spot; through the
-    pooler, the client side learns it only when it next talks.)"""
+@pytest.fixture(autouse=True)
+def _no_broken_connection_outlives_a_test():
+    """Each test ends by closing the connections a chaos test broke (a restart, a terminated
+    connection), before they are used to tear it down or by the next test: Django learns that a
+    connection is gone only when it next talks on it. Through PgBouncer every connection is
+    dropped (the client side cannot tell a broken server connection behind the pooler); on a
+    direct connection, the ones that do not answer. One in a transaction is the test case's, which
+    its teardown rolls back."""
     yield
-    connections.close_all()
+    if VENDOR == "pgbouncer":
+        connections.close_all()
+        return
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.in_atomic_block:
+            if not connection.is_usable():
+                connection.close()
 
 
 JOBS_DATABASE_ROUTERS = [

@@ -347,8 +347,9 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         return None
 
     def server_uptime(self, cursor) -> float | None:
-        """Seconds since the database server started, read with ``cursor``; None where there is
-        no server (``db/outages.py``: a restart during a run is an outage, not counted)."""
+        """Seconds the database server has surely been up (never more than have passed since it
+        started), read with ``cursor``; None where there is no server (``db/outages.py``: a
+        restart during a run is an outage, not counted)."""
         return None
 
     # ---- the tables' health -----------------------------------------------------------------

@@ -7,10 +7,11 @@ group had run to its end and received their results in the group's order (``flow
 succeed).
 
 The chaos is reached by construction, not by time: each kill and the restart happen once a
-share of the group has recorded its runs (the ``Run`` ledger, tests/chaos/ledger.py), each kill
-on a worker running jobs then; one member is held back (due in an hour) until the last event,
-then made due (``run_now``), so every event falls in the fan-out, the callback still waiting,
-however fast the fleet is.
+share of the group has recorded its runs (the ``Run`` ledger, tests/chaos/ledger.py). Each kill's
+victim is the worker running the member at that share, which holds its slot until a gate opens
+after the kill, so every kill interrupts a group job; one member is held back (due in an hour)
+until the last event, then made due (``run_now``), so every event falls in the fan-out, the
+callback still waiting, however fast the fleet is.
 
 Sizes: one chord of 1,000 group jobs by default; ``SQLQUEUE_WORKFLOW_CHAOS=full`` (or
 ``SQLQUEUE_SOAK=1``) one chord of 10,000, the issue's size."""
@@ -55,10 +56,10 @@ def _group_runs(callback: int) -> int:
     return Run.objects.exclude(job_id=callback).count()
 
 
-def _running_pids() -> set:
-    holders = Job.objects.filter(status=JobStatus.RUNNING).values_list("claimed_by", flat=True)
-    return {int(holder.split(":")[1]) for holder in set(holders)
-            if holder and holder.count(":") >= 2 and holder.split(":")[1].isdigit()}
+def _holding(job_id: int) -> set:
+    """The pids of the processes in a run of ``job_id`` that has not finished."""
+    return set(Run.objects.filter(job_id=job_id, finished_at__isnull=True)
+               .values_list("pid", flat=True))
 
 
 @pytest.fixture
@@ -80,12 +81,17 @@ def restart_database(pg_cluster, mariadb_server):
 
 
 def test_kills_and_a_database_restart_during_a_fan_out_lose_nothing_and_run_the_callback_once(
-        start_worker, restart_database, reliability):
+        start_worker, restart_database, reliability, tmp_path):
     rng = random.Random(run_seed := seed())
     tags = [f"member-{n}" for n in range(GROUP)]
-    # The last member is held back (due in an hour) until every event has happened: so each
-    # one falls in the fan-out, with the callback waiting, however fast the fleet is.
-    steps = [flow_step.s(tag=tag, sleep_ms=5) for tag in tags[:-1]]
+    # Each kill's victim is the worker running the member at that share of the group: it holds
+    # its slot until its gate (a file) opens, after the kill, so that worker is running a group
+    # job when it dies, however fast the others drain the rest. The last member is held back (due
+    # in an hour) until every event has happened: so each one falls in the fan-out, with the
+    # callback waiting.
+    gates = {int(GROUP * share): tmp_path / f"gate-{share}" for share in KILLS_BEFORE + KILLS_AFTER}
+    steps = [flow_step.s(tag=tag, sleep_ms=5, gate=str(gates[n]) if n in gates else None)
+             for n, tag in enumerate(tags[:-1])]
     steps.append(flow_step.s(tag=tags[-1], sleep_ms=5).using(delay=3600))
     flow = chord(steps, flow_step.s(tag="callback", expect=[tags])).enqueue()
     members, callback = [job.pk for job in flow.jobs[:-1]], flow.jobs[-1].pk
@@ -97,10 +103,11 @@ def test_kills_and_a_database_restart_during_a_fan_out_lose_nothing_and_run_the_
     for share, event in events:
         target = int(GROUP * share)
         if event == "kill":
-            # The victim is a worker running group jobs at that moment, so the kill interrupts.
-            fleet.wait_until(lambda t=target: _group_runs(callback) >= t and fleet.kill(
-                rng, among=_running_pids()) is not None,
-                what=f"{target} group runs, then a worker running one to kill", timeout=900)
+            gated = members[target]
+            fleet.wait_until(lambda job_id=gated: fleet.kill(rng, among=_holding(job_id)),
+                             what=f"a worker running member {target} (gated) to kill",
+                             timeout=900)
+            gates[target].touch()
         else:
             fleet.wait_until(lambda t=target: _group_runs(callback) >= t,
                              what=f"{target} group runs before the restart", timeout=900)

@@ -292,11 +292,12 @@ async def async_blocks_loop(seconds=2.0):
 
 
 @job(name="tests.flow_step")
-def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
+def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0, gate=None):
     """A workflow's step (tests/integration/test_workflows.py, tests/process/test_workflow_race.py,
     tests/chaos/test_workflow_kills.py): records its run (a Run row, as ``timed``), fails with
     ``fail``, checks what it received from its parents against ``expect`` (an Abort if it
-    differs), sleeps ``sleep_ms`` and returns its ``tag``."""
+    differs), holds its slot until the file ``gate`` exists (at most ten minutes), sleeps
+    ``sleep_ms`` and returns its ``tag``."""
     import os
     import time
 
@@ -311,6 +312,9 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0):
         raise RuntimeError(f"{tag} fails")
     if expect is not None and list(received) != expect:
         raise Abort(f"{tag} received {list(received)!r}, expected {expect!r}")
+    deadline = time.monotonic() + 600
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(sleep_ms / 1000)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
     return tag

@@ -52,9 +52,11 @@ class MariaDBDriver(DatabaseDriver):
         return code in SERVER_GONE if isinstance(code, int) else None
 
     def server_uptime(self, cursor) -> float | None:
+        # Uptime is whole seconds between two whole-second clock readings (the start's and now),
+        # so it can read up to a second more than has passed: less one, it is never more.
         cursor.execute("SHOW GLOBAL STATUS LIKE 'Uptime'")
         row = cursor.fetchone()
-        return float(row[1]) if row else None
+        return max(float(row[1]) - 1.0, 0.0) if row else None
 
     def now_sql(self, plus_seconds: bool = False, *, in_filter: bool = False) -> str:
         return statements.now_sql(plus_seconds)
