@@ -103,6 +103,13 @@ RUN_JOBS_NO_TESTS_FAILS=1 run_jobs "$LOGS" 3 \
   "venv .venv-django60" "make_venv .venv-django60 $(printf %q "$PY313") 'Django>=6.0,<6.1' test" \
   "venv .venv" "make_venv .venv $(printf %q "${PYTHON:-python3}") 'Django>=5.2,<5.3' test" || exit 1
 
+# Bytecode of the package and the tests, written once for each Python: where
+# PYTHONDONTWRITEBYTECODE is set (as on CI's machines), every worker subprocess would otherwise
+# compile the sixty-odd modules it imports again (0.1 s of CPU at each start).
+for venv in .venv .venv-django60 .venv-django6; do
+  "$venv/bin/python" -m compileall -q -j 0 django_sqlqueue tests >/dev/null
+done
+
 echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> makemigrations --check (Django 5.2, 6.0 and 6.1)"
