@@ -13,7 +13,11 @@ from tests.testapp.jobs import insert_once, work
 from tests.testapp.models import Execution, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
-FAST = {"LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2,
+# The lease is the default's 30 s: no test here kills a worker, and on SQLite a lane's
+# transaction holds the one write lock while its jobs run, which the other worker's heartbeat
+# waits for. With 3 s, a loaded CI machine let a lease lapse there, and the rescue ran a job
+# again, as a lapsed lease should (the claim's contract holds while the lease does).
+FAST = {"LEASE_SECONDS": 30, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2,
         "BACKOFF_SECONDS": 0.1, "MIN_RETRY_DELAY_SECONDS": 0.1, "RETRY_JITTER": 0}
 
 

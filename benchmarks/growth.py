@@ -1,0 +1,221 @@
+"""Growth: what a bigger job table does to the drain, the claim and the pickup (issue 41).
+
+    benchmarks/.venvs/sqlqueue/bin/python benchmarks/growth.py [--backlogs 20000,200000,1000000]
+        [--finished 0,1000000,10000000] [--plot PATH] [--output PATH] [--quick]
+
+(the virtualenv of run.sh, which has matplotlib for ``--plot``). Starts a throwaway PostgreSQL
+with the benchmark's durability (fsync on, ``pg.py``), migrates a fresh database, then:
+
+1. **backlog**: for each size, that many ready no-op jobs (``INSERT ... SELECT generate_series``,
+   then ``VACUUM ANALYZE``), drained by two ``runworker`` processes (``--processes 2``); the rate
+   from the first claim to the last, and each size's ratio to the first (smallest) size's rate.
+   Issue 41's goal: a 1M backlog at 0.9x or more of 20,000's.
+2. **finished rows kept**: for each count, the table emptied, then that many succeeded jobs
+   (finished over the last day, as ``KEEP_SUCCEEDED_SECONDS`` keeps them), ``VACUUM ANALYZE``,
+   and then, with nothing else running:
+   - **claim**: 200 reads of the claim's index read (the first ten ready rows in claim order,
+     sustained_load.py's probe, without FOR UPDATE) with 1,000 ready jobs among the finished
+     ones: p50 and p95;
+   - **pickup**: the ready jobs deleted, two idle ``runworker`` processes, 100 jobs enqueued
+     one at a time, one every 200 ms (each INSERT with its ``pg_notify``, as ``enqueue`` sends
+     it), and ``claimed_at - enqueued_at`` of each, both read from the database's clock: p50
+     and p95.
+   Issue 41's goal: claim p95 and pickup p95 at 10M finished rows within 1.2x of 0 rows.
+
+The table's and its indexes' size are printed beside each step. ``--quick`` runs tiny sizes
+(2,000 and 20,000 ready; 0 and 20,000 finished) in about two minutes, to check that it runs; its
+numbers mean nothing. The sustained part of issue 41 (enqueue and drain at once, with the table's
+size over time) is sustained_load.py.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.pg import django_on_fresh_database  # noqa: E402
+from benchmarks.sustained_load import (  # noqa: E402
+    CLAIM_PROBE,
+    PAYLOAD,
+    TABLE,
+    TASK,
+    Cluster,
+    connect,
+    percentile,
+)
+from benchmarks.workers import start_workers, stop_workers  # noqa: E402
+
+#: The workers' defaults: nothing is pruned while a step runs (finished jobs are kept 7 days).
+WORKER_SETTINGS = {}
+
+SIZES = (f"SELECT pg_relation_size('{TABLE}'), pg_indexes_size('{TABLE}')")  # noqa: S608
+#: Succeeded jobs that finished over the last day, one second apart at most.
+FINISHED = (f"INSERT INTO {TABLE} (task_name, payload, status, attempts, claimed_at, "  # noqa: S608
+            "finished_at, enqueued_at, run_at) "
+            f"SELECT '{TASK}', {PAYLOAD}, 'succeeded', 1, t, t, t, t FROM ("
+            "SELECT i, now() - make_interval(secs => 86400.0 * i / %s) AS t "
+            "FROM generate_series(1, %s) AS i) AS finished")
+READY = (f"INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
+         f"SELECT '{TASK}', {PAYLOAD} FROM generate_series(1, %s) AS i")
+ONE = (f"INSERT INTO {TABLE} (task_name, payload) VALUES ('{TASK}', "  # noqa: S608
+       "'{\"args\": [], \"kwargs\": {}}') RETURNING id, pg_notify('django_sqlqueue', 'default')")
+PICKUP_JOBS, PICKUP_GAP = 100, 0.2
+CLAIM_PROBES = 200
+
+
+def table_size(connection) -> dict:
+    table, indexes = connection.execute(SIZES).fetchone()
+    return {"table_mb": round(table / 2**20, 1), "indexes_mb": round(indexes / 2**20, 1)}
+
+
+def refill(cluster, db, connection, *, ready=0, finished=0) -> None:
+    """Empty the table, then ``finished`` succeeded jobs and ``ready`` ready ones, vacuumed."""
+    connection.execute(f"TRUNCATE {TABLE} CASCADE")
+    if finished:
+        connection.execute(FINISHED, (finished, finished))
+    if ready:
+        connection.execute(READY, (ready,))
+    cluster.psql(db, f"VACUUM ANALYZE {TABLE}")
+
+
+def drain_rate(connection, env, logdir, jobs: int) -> float:
+    """Jobs per second two worker processes drain from the ``jobs`` ready ones, first claim to
+    last."""
+    proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"backlog-{jobs}")
+    try:
+        deadline = time.monotonic() + 120 + jobs / 500  # 500 jobs/s: far below any drain here
+        while time.monotonic() < deadline:
+            left = connection.execute(f"SELECT count(*) FROM {TABLE} "  # noqa: S608
+                                      "WHERE status <> 'succeeded'").fetchone()[0]
+            if left == 0:
+                break
+            time.sleep(0.5)
+        else:
+            raise SystemExit(f"the drain of {jobs:,} jobs did not end: see {logdir}")
+        first, last = connection.execute(
+            f"SELECT extract(epoch FROM min(claimed_at)), "  # noqa: S608
+            f"extract(epoch FROM max(claimed_at)) FROM {TABLE}").fetchone()
+    finally:
+        stop_workers(proc, log)
+    return jobs / max(float(last) - float(first), 0.001)
+
+
+def claim_reads(connection) -> dict:
+    times = []
+    for _ in range(CLAIM_PROBES):
+        started = time.perf_counter()
+        connection.execute(CLAIM_PROBE).fetchall()
+        times.append((time.perf_counter() - started) * 1000)
+    return {"claim_p50_ms": round(statistics.median(times), 3),
+            "claim_p95_ms": round(percentile(times, 0.95), 3)}
+
+
+def pickups(connection, env, logdir, finished: int) -> dict:
+    proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"pickup-{finished}")
+    try:
+        time.sleep(3)  # both processes up and listening
+        ids = []
+        for _ in range(PICKUP_JOBS):
+            ids.append(connection.execute(ONE).fetchone()[0])
+            time.sleep(PICKUP_GAP)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rows = connection.execute(
+                f"SELECT extract(epoch FROM claimed_at - enqueued_at) * 1000 "  # noqa: S608
+                f"FROM {TABLE} WHERE id = ANY(%s) AND claimed_at IS NOT NULL", (ids,)).fetchall()
+            if len(rows) == len(ids):
+                break
+            time.sleep(0.2)
+    finally:
+        stop_workers(proc, log)
+    values = [float(row[0]) for row in rows]
+    return {"pickup_p50_ms": round(statistics.median(values), 2),
+            "pickup_p95_ms": round(percentile(values, 0.95), 2), "picked_up": len(values)}
+
+
+def plot(results, path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    backlog = results["backlog"]
+    left.plot([r["jobs"] for r in backlog], [r["jobs_per_s"] for r in backlog], marker="o")
+    left.set_xscale("log")
+    left.set_xlabel("ready jobs at the start")
+    left.set_ylabel("drain, jobs/s (2 worker processes)")
+    kept = results["finished"]
+    counts = [max(r["finished"], 1) for r in kept]
+    for key, label in (("claim_p95_ms", "claim read p95"), ("pickup_p95_ms", "pickup p95"),
+                       ("pickup_p50_ms", "pickup p50")):
+        right.plot(counts, [r[key] for r in kept], marker="o", label=label)
+    right.set_xscale("symlog")
+    right.set_xlabel("succeeded jobs kept in the table")
+    right.set_ylabel("ms")
+    right.legend()
+    for axis in (left, right):
+        axis.grid(True, linewidth=0.3)
+    figure.suptitle("django-sqlqueue as the job table grows (PostgreSQL, fsync on)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backlogs", default="20000,200000,1000000")
+    parser.add_argument("--finished", default="0,1000000,10000000")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
+    parser.add_argument("--plot", type=Path, default=None, help="a PNG to draw")
+    parser.add_argument("--output", type=Path, default=None, help="the results as JSON")
+    args = parser.parse_args()
+    if args.quick:
+        args.backlogs, args.finished = "2000,20000", "0,20000"
+    backlogs = [int(n) for n in args.backlogs.split(",")]
+    finished_counts = [int(n) for n in args.finished.split(",")]
+    logdir = Path(tempfile.mkdtemp(prefix="sqlqueue-growth-"))
+    cluster = Cluster()
+    results = {"backlog": [], "finished": []}
+    try:
+        cluster.start()
+        cluster.wait_ready()
+        env = django_on_fresh_database(cluster, "growth", "benchmarks.prune_settings")
+        results["server"] = cluster.settings()
+        with connect(cluster.dsn("growth")) as connection:
+            for jobs in backlogs:
+                refill(cluster, "growth", connection, ready=jobs)
+                sizes = table_size(connection)
+                rate = drain_rate(connection, env, logdir, jobs)
+                base = results["backlog"][0]["jobs_per_s"] if results["backlog"] else rate
+                results["backlog"].append({"jobs": jobs, "jobs_per_s": round(rate),
+                                           "ratio": round(rate / base, 2), **sizes})
+                print(json.dumps(results["backlog"][-1]), flush=True)
+            for finished in finished_counts:
+                refill(cluster, "growth", connection, ready=1000, finished=finished)
+                row = {"finished": finished, **table_size(connection),
+                       **claim_reads(connection)}
+                connection.execute(f"DELETE FROM {TABLE} WHERE status = 'queued'")  # noqa: S608
+                cluster.psql("growth", f"VACUUM ANALYZE {TABLE}")
+                row.update(pickups(connection, env, logdir, finished))
+                base = results["finished"][0] if results["finished"] else row
+                row.update({f"{key}_ratio": round(row[key] / base[key], 2)
+                            for key in ("claim_p95_ms", "pickup_p95_ms")})
+                results["finished"].append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        cluster.destroy()
+    output = args.output or logdir / "growth.json"
+    output.write_text(json.dumps(results, indent=1))
+    if args.plot:
+        plot(results, args.plot)
+    print(f"results: {output}; worker logs: {logdir}")
+
+
+if __name__ == "__main__":
+    main()
