@@ -161,18 +161,23 @@ def timed(seconds, tag=""):
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
 
 
+def _hold_until(gate, seconds) -> None:
+    """Hold this job's slot until the file ``gate`` exists, at most ``seconds``."""
+    import os
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @job(name="tests.gated")
 def gated(gate, tag=""):
     """Hold a slot until the file ``gate`` exists (at most two minutes), then record the
     execution: a test decides when a burst drains, not the machine's speed."""
-    import os
-    import time
-
     from .models import Execution
 
-    deadline = time.monotonic() + 120
-    while not os.path.exists(gate) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _hold_until(gate, 120)
     job = current_job()
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
 
@@ -312,9 +317,8 @@ def flow_step(*received, tag="", expect=None, fail=False, sleep_ms=0, gate=None)
         raise RuntimeError(f"{tag} fails")
     if expect is not None and list(received) != expect:
         raise Abort(f"{tag} received {list(received)!r}, expected {expect!r}")
-    deadline = time.monotonic() + 600
-    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if gate:
+        _hold_until(gate, 600)
     time.sleep(sleep_ms / 1000)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
     return tag
