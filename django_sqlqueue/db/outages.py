@@ -23,6 +23,8 @@ A deadlock, a lock or statement timeout, a constraint violation or "no such tabl
 failures: the server answered them with a code of its own, and the connection still works.
 """
 
+import time
+
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from . import DRIVERS, ops
@@ -59,16 +61,21 @@ def reachable(alias: str) -> bool:
         return False
 
 
-def server_stayed_up(alias: str, seconds: float) -> bool:
-    """Whether the database ``alias`` answers now and its server has been up for the last
-    ``seconds`` (the run that lost its connection): then the run lost only its own connection."""
-    return reachable(alias) and not restarted_within(alias, seconds)
+def server_stayed_up(alias: str, since: float) -> bool:
+    """Whether the database ``alias`` answers now and its server has been up since ``since``
+    (``time.monotonic()`` when the run that lost its connection began): then the run lost only
+    its own connection."""
+    return reachable(alias) and not restarted_since(alias, since)
 
 
-def restarted_within(alias: str, seconds: float) -> bool:
-    """Whether the server of ``alias`` started less than ``seconds`` ago, by its own clock (so
-    no clock skew enters); False where there is no server (SQLite). One that does not answer
-    the question now is taken as gone."""
+def restarted_since(alias: str, since: float) -> bool:
+    """Whether the server of ``alias`` started after ``since`` (``time.monotonic()``), by its own
+    uptime (so no clock skew enters); False where there is no server (SQLite). One that does not
+    answer the question now is taken as gone.
+
+    The run's length is read after the uptime, not when the error was caught: ``reachable`` may
+    have waited for the server (PgBouncer holds a query until the server is back), and a run
+    that began just before a restart must not look shorter than the server's new uptime."""
     connection = connections[alias]
     try:
         with connection.cursor() as cursor:
@@ -76,7 +83,7 @@ def restarted_within(alias: str, seconds: float) -> bool:
     except DatabaseError:
         _close(alias)
         return True
-    return uptime is not None and uptime < seconds
+    return uptime is not None and uptime < time.monotonic() - since
 
 
 def _connection_works(alias: str) -> bool:

@@ -296,7 +296,7 @@ def _raised(attempt: Attempt, error: BaseException, began: float) -> Outcome:
         # Counted only if the job lost its own connection while the server stayed up (a job
         # could repeat that for ever); an outage is not the job's doing.
         return Outcome(OutcomeKind.INTERRUPTED, error=error,
-                       counted=outages.server_stayed_up(alias, time.monotonic() - began))
+                       counted=outages.server_stayed_up(alias, began))
     return _failure(attempt, error)
 
 

@@ -4,10 +4,12 @@ server ends while it keeps answering is interrupted, and that counts towards max
 run is an outage, not counted, even when it answers again by the time the worker looks."""
 
 import threading
+import time
 
 import pytest
-from django.db import connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
+from django_sqlqueue.db import ops, outages
 from django_sqlqueue.models import Job
 from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.statuses import JobStatus
@@ -62,3 +64,26 @@ def test_a_restart_the_job_outlasted_is_an_outage_not_counted(database_server):
     job = wait_until(lambda: Job.objects.get(pk=job.pk), what="the job's row after the restart")
     assert (job.status, job.interruptions) == (JobStatus.QUEUED, 0), job.errors
     assert "an outage, not counted towards max_interruptions" in job.errors[-1]["message"]
+
+
+def test_a_restart_after_the_run_began_is_seen_however_late_the_worker_looks(database_server):
+    """The worker's check may reach the server long after the error: through PgBouncer, its
+    query waits in the pooler's queue until the server is back and has been up a while. A run
+    that began just before the restart is still seen to have outlasted it (CI once counted such
+    an outage: the run's length was read when the error was caught, shorter than the new
+    server's uptime by the time the check was answered)."""
+    if database_server is None:
+        pytest.skip("needs the suite's own server, to restart it")
+    began = time.monotonic()
+    database_server.restart()
+    connections.close_all()
+    run_until_restarted = time.monotonic() - began
+
+    def uptime():
+        with connection.cursor() as cursor:
+            return ops(connection).server_uptime(cursor)
+
+    # By construction: the new server has now been up longer than the run had lasted when the
+    # server went away.
+    wait_until(lambda: uptime() > run_until_restarted, what="the server's uptime to grow")
+    assert not outages.server_stayed_up(DEFAULT_DB_ALIAS, began)

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def env_for(db_url):
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": db_url()}
+    # PYTHONFAULTHANDLER: a command that hangs can be made to show where (_where_it_hangs).
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": db_url(),
+            "PYTHONFAULTHANDLER": "1"}
 
 
 def stats(*args, db_url):
@@ -102,12 +104,18 @@ def interrupt(proc, stream_fd=None) -> str:
     terminal cannot block it); fails unless it exits with status 0."""
     proc.send_signal(signal.SIGINT)
     if stream_fd is None:
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running a minute after Ctrl-C; where it was:\n"
+                                 + _where_it_hangs(proc)) from None
         assert proc.returncode == 0, err
         return err.decode()
     deadline = time.monotonic() + 60
     while proc.poll() is None:
-        assert time.monotonic() < deadline, "still running a minute after Ctrl-C"
+        if time.monotonic() >= deadline:
+            raise AssertionError("still running a minute after Ctrl-C; where it was:\n"
+                                 + _where_it_hangs(proc))
         if select.select([stream_fd], [], [], 0.2)[0]:
             try:
                 os.read(stream_fd, 65536)
@@ -115,6 +123,18 @@ def interrupt(proc, stream_fd=None) -> str:
                 break
     assert proc.wait(timeout=60) == 0
     return ""
+
+
+def _where_it_hangs(proc) -> str:
+    """The stack of every thread of ``proc`` (started with PYTHONFAULTHANDLER: SIGABRT makes it
+    print them to its stderr, then ends it)."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err.decode(errors="replace")
 
 
 def test_watch_prints_plain_tables_when_not_on_a_terminal_and_stops_on_ctrl_c(db_url, queues):
