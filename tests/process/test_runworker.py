@@ -4,6 +4,7 @@ import signal
 import time
 
 import pytest
+from django.db import connection, transaction
 
 from django_sqlqueue.models import Job, Worker
 from django_sqlqueue.queues.control import pause
@@ -11,7 +12,7 @@ from django_sqlqueue.statuses import JobStatus
 from tests.process.conftest import job_status
 from tests.support.waiting import wait_started, wait_until
 from tests.testapp.models import Execution
-from tests.testapp.tasks import add, always_fails, record, sleep_for
+from tests.testapp.tasks import add, always_fails, leave_a_lock_held, record, sleep_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 FAST = {"LEASE_SECONDS": 3, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.2}
@@ -120,6 +121,28 @@ def test_max_jobs_recycles_the_process_without_losing_jobs(start_worker):
     assert worker.output.count("recycling: ran 5 jobs") == 2
     assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
     assert Execution.objects.count() == len(jobs)
+
+
+def test_a_recycled_process_takes_no_lock_of_its_former_self_along(start_worker):
+    """--max-jobs replaces the process with a fresh one (exec, same pid). A transaction that one
+    of its threads left open ends with the old process, and its row locks with it: on MariaDB
+    the driver's socket survived the exec, so the server kept the session and its locks, and the
+    fresh process skipped the jobs they covered (a --burst that never ended)."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite's locks are the file's, and its descriptors close on exec")
+    job = leave_a_lock_held.enqueue()
+    worker = start_worker("--max-jobs", "1", "-c", "1", settings=FAST)
+    row = wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="held").first(),
+                     what="the job to lock its row", worker=worker)
+
+    def unlocked():
+        with transaction.atomic():
+            return Execution.objects.select_for_update(skip_locked=True).filter(
+                pk=row.pk).exists()
+
+    # Locked until the old process is replaced; then free, by construction, or never.
+    wait_until(unlocked, what="the old process's lock to end with it", worker=worker, timeout=60)
+    assert "recycling: ran 1 jobs" in worker.output and worker.is_running(), worker.output
 
 
 def test_a_timed_out_job_is_failed_and_retried(start_worker):

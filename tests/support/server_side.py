@@ -1,7 +1,8 @@
-"""``end_connection``: the server ends one connection, as a restart, a failover or an operator
-would, for tests that need a connection to break at a chosen point (PostgreSQL, MariaDB);
-``sleep_on_server`` and ``sleeping_on_server``: a statement that is in flight, by construction,
-when the server goes away."""
+"""``server_connection_id``: the id a server knows a connection by; ``end_connection``: the
+server ends one connection, as a restart, a failover or an operator would, for tests that need a
+connection to break at a chosen point (PostgreSQL, MariaDB); ``sleep_on_server`` and
+``sleeping_on_server``: a statement that is in flight, by construction, when the server goes
+away."""
 
 import threading
 
@@ -23,11 +24,8 @@ def end_connection(alias="default") -> None:
     """End this thread's connection to ``alias`` from the server's side, from another
     connection, and return once the server no longer has it: this thread's next statement on
     it fails as after a restart."""
-    own_id, end, count = _STATEMENTS[connections[alias].vendor]
-    with connections[alias].cursor() as cursor:
-        cursor.execute(own_id)
-        (ident,) = cursor.fetchone()
-
+    _, end, count = _STATEMENTS[connections[alias].vendor]
+    ident = server_connection_id(alias)
     errors = []
 
     def from_another_connection():
@@ -45,6 +43,13 @@ def end_connection(alias="default") -> None:
     thread.join()
     if errors:
         raise errors[0]
+
+
+def server_connection_id(alias="default") -> int:
+    """The id the server knows this thread's connection to ``alias`` by."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_STATEMENTS[connections[alias].vendor][0])
+        return cursor.fetchone()[0]
 
 
 def _count(alias, statement, ident) -> int:

@@ -392,6 +392,31 @@ def lose_own_connection():
     return Execution.objects.count()  # fails: its connection is gone
 
 
+@job(name="tests.leave_a_lock_held")
+def leave_a_lock_held():
+    """Leaves a thread behind that locks a row of its own (an Execution tagged "held") in a
+    transaction it never ends, as a worker's thread caught mid-transaction when its process is
+    replaced; returns once the lock is held."""
+    import threading
+
+    from django.db import transaction
+
+    from .models import Execution
+
+    this = current_job()
+    row = Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker="", tag="held")
+    held = threading.Event()
+
+    def hold():
+        with transaction.atomic():
+            Execution.objects.select_for_update().get(pk=row.pk)
+            held.set()
+            time.sleep(3600)
+
+    threading.Thread(target=hold, daemon=True).start()
+    held.wait(60)
+
+
 @job(name="tests.outlast_a_restart")
 def outlast_a_restart():
     """Records its start and sleeps in a statement on the server, until the server goes away

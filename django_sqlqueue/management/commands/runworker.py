@@ -133,6 +133,7 @@ class Command(BaseCommand):
         if code == RECYCLE_EXIT_CODE and not config.supervised:
             # No supervisor to restart us: replace this process with a fresh one (same pid).
             self.stdout.flush()
+            _close_on_exec()
             os.execv(sys.executable, _this_command())
         sys.exit(code)
 
@@ -226,6 +227,25 @@ class Command(BaseCommand):
 def _this_command() -> list:
     """The command line that started this process (``python -m django ...`` included)."""
     return [sys.executable, *sys.orig_argv[1:]]
+
+
+def _close_on_exec() -> None:
+    """Mark every file descriptor past stderr close-on-exec, so that the fresh process does not
+    inherit this one's database connections. Python's own sockets are, but a driver's C library
+    may open its socket without the flag (mysqlclient's does; libpq's and SQLite's set it). An
+    inherited connection is never used nor closed: the server keeps its session, and a thread
+    caught mid-transaction by the exec keeps its row locks until the server's wait_timeout
+    (hours): the next process skipped those jobs, and its pruning waited for their locks."""
+    try:
+        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc (macOS, BSD): every number up to the limit
+        descriptors = range(3, min(os.sysconf("SC_OPEN_MAX"), 65536))
+    for fd in descriptors:
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # closed meanwhile (the listing's own descriptor among them)
 
 
 def argparse_suppress():
