@@ -76,14 +76,20 @@ def restarted_since(alias: str, since: float) -> bool:
     The run's length is read after the uptime, not when the error was caught: ``reachable`` may
     have waited for the server (PgBouncer holds a query until the server is back), and a run
     that began just before a restart must not look shorter than the server's new uptime."""
-    connection = connections[alias]
     try:
-        with connection.cursor() as cursor:
-            uptime = ops(connection).server_uptime(cursor)
+        uptime = server_uptime(alias)
     except DatabaseError:
         _close(alias)
         return True
     return uptime is not None and uptime < time.monotonic() - since
+
+
+def server_uptime(alias: str) -> float | None:
+    """The seconds the server of ``alias`` has surely been up, by its own clock; None where
+    there is no server (SQLite). A server that does not answer raises the driver's error."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        return ops(connection).server_uptime(cursor)
 
 
 def _connection_works(alias: str) -> bool:

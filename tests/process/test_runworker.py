@@ -132,8 +132,9 @@ def test_a_recycled_process_takes_no_lock_of_its_former_self_along(start_worker)
         pytest.skip("SQLite's locks are the file's, and its descriptors close on exec")
     job = leave_a_lock_held.enqueue()
     worker = start_worker("--max-jobs", "1", "-c", "1", settings=FAST)
-    row = wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="held").first(),
-                     what="the job to lock its row", worker=worker)
+    wait_until(lambda: Execution.objects.filter(job_id=job.pk, tag="locked").exists(),
+               what="the job to lock its row", worker=worker)
+    row = Execution.objects.get(job_id=job.pk, tag="held")
 
     def unlocked():
         with transaction.atomic():
@@ -142,7 +143,9 @@ def test_a_recycled_process_takes_no_lock_of_its_former_self_along(start_worker)
 
     # Locked until the old process is replaced; then free, by construction, or never.
     wait_until(unlocked, what="the old process's lock to end with it", worker=worker, timeout=60)
-    assert "recycling: ran 1 jobs" in worker.output and worker.is_running(), worker.output
+    wait_until(lambda: "recycling: ran 1 jobs" in worker.output, what="the recycle's line",
+               worker=worker)  # printed before the exec; read from the pipe a moment later
+    assert worker.is_running(), worker.output
 
 
 def test_a_timed_out_job_is_failed_and_retried(start_worker):

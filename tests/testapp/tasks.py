@@ -396,7 +396,7 @@ def lose_own_connection():
 def leave_a_lock_held():
     """Leaves a thread behind that locks a row of its own (an Execution tagged "held") in a
     transaction it never ends, as a worker's thread caught mid-transaction when its process is
-    replaced; returns once the lock is held."""
+    replaced; once the lock is held, records "locked" and returns."""
     import threading
 
     from django.db import transaction
@@ -414,7 +414,8 @@ def leave_a_lock_held():
             time.sleep(3600)
 
     threading.Thread(target=hold, daemon=True).start()
-    held.wait(60)
+    if held.wait(60):
+        Execution.objects.create(job_id=this.pk, attempt=this.attempts, worker="", tag="locked")
 
 
 @job(name="tests.outlast_a_restart")

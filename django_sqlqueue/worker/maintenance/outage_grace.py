@@ -12,6 +12,14 @@ beat is tried again within half an interval). What is left expired after that be
 worker that is gone, and is rescued, counted, as ever. Every worker runs maintenance (to ask for
 the leader's term), so whichever leads after the outage observed it too.
 
+A server that restarted while this process ran holds the same grace until it has been up for
+one lease, whether this process saw it go or not: through PgBouncer a statement sent while
+PostgreSQL is down waits in the pooler's queue and goes through once it is back, so maintenance
+may never see an error, and its rescue then ran beside the heartbeats that had waited in the
+same queue (CI: a live worker's job rescued, an interruption counted, for an outage). The
+server's uptime (its own clock: no skew) is asked once a pass, by the leader only, and only when
+nothing else holds.
+
 A connection of this process that died while the server kept answering is not an outage here:
 no grace (``outages.reachable`` says which).
 """
@@ -27,11 +35,13 @@ CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 class OutageGrace:
     def __init__(self, *, alias: str, lease_seconds: float, clock=time.monotonic,
-                 reachable=outages.reachable):
+                 reachable=outages.reachable, uptime=outages.server_uptime):
         self.alias = alias
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.reachable = reachable
+        self.uptime = uptime  # (alias) -> the server's seconds up, None without a server
+        self.started = time.monotonic()  # a server up for less than this started after us
         self.unreachable = False  # observed unreachable, not answered since
         self.back_at = None  # self.clock() when the database answered again
 
@@ -47,5 +57,10 @@ class OutageGrace:
 
     def holds(self) -> bool:
         """Whether expired leases and silent workers are left alone for now."""
-        return self.unreachable or (self.back_at is not None
-                                    and self.clock() - self.back_at < self.lease_seconds)
+        if self.unreachable or (self.back_at is not None
+                                and self.clock() - self.back_at < self.lease_seconds):
+            return True
+        # A restart during this process's life, which it may not have seen (above).
+        uptime = self.uptime(self.alias)
+        return uptime is not None and uptime < min(self.lease_seconds,
+                                                   time.monotonic() - self.started)

@@ -99,7 +99,8 @@ class Maintenance:
         failed, orphaned = [], 0
         leading = self.leader.run_once().leading
         self.grace.answered()
-        holding = self.grace.holds()  # after an outage: let live workers renew their leases
+        # After an outage, let live workers renew their leases (asked of the leader only).
+        holding = leading and self.grace.holds()
         keep = self.leader.keep
         counts = dict.fromkeys(("expired", "reaped", "rescued", "pruned"), 0)
         if leading:
