@@ -2,9 +2,11 @@
 workers; ``--watch`` refreshes, ``--json`` prints the document scripts read; ``--job ID`` shows
 one job's status and latest progress instead."""
 
+import contextlib
 import json
+import signal
 import sys
-import time
+import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -17,6 +19,33 @@ from ..stats_text import COLUMNS, job_json, job_line, lines, tagged_json, tagged
 #: A terminal's "cursor home, clear to the end": each refresh draws over the last one.
 REDRAW = "\x1b[H\x1b[J"
 DEFAULT_WATCH_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def ctrl_c_sets():
+    """An Event that Ctrl-C (SIGINT) sets, for the time of the block; a second Ctrl-C raises
+    KeyboardInterrupt as usual (a query that hangs can still be left).
+
+    Not KeyboardInterrupt alone: Python raises it wherever the main thread happens to be when
+    the signal arrives, and raised inside a finalizer (a model instance's ``__del__``, run by
+    the garbage collector in the middle of building a query) it is printed as "Exception
+    ignored" and lost: ``--watch`` went on redrawing after its Ctrl-C (seen in CI)."""
+    stopped = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped  # signal handlers belong to the main thread: Ctrl-C stays as it was
+        return
+
+    def handle(signum, frame):
+        if stopped.is_set():
+            raise KeyboardInterrupt
+        stopped.set()
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield stopped
+    finally:  # (None: a handler not set from Python; Python's own is the nearest)
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None
+                      else previous)
 
 
 class Command(BaseCommand):
@@ -56,7 +85,7 @@ class Command(BaseCommand):
         if options["job"] is not None and tags:
             raise CommandError("--job and --tag do not go together: pass one of them.")
         in_place = every is not None and not options["json"] and self._on_terminal()
-        try:
+        with ctrl_c_sets() as stopped:
             while True:
                 if options["job"] is not None:
                     if self._show_job(alias, options["job"], options["json"], in_place):
@@ -65,12 +94,10 @@ class Command(BaseCommand):
                     self._show_tagged(alias, tags, options["json"], in_place)
                 else:
                     self._show(alias, options["json"], in_place)
-                if every is None:
-                    return
-                time.sleep(every)
-        except KeyboardInterrupt:  # Ctrl-C ends --watch; not an error
-            if not options["json"]:
-                self.stdout.write("")
+                if every is None or stopped.wait(every):
+                    break
+        if stopped.is_set() and not options["json"]:  # Ctrl-C ended --watch: not an error
+            self.stdout.write("")
 
     def _show(self, alias, as_json, in_place):
         snap = snapshot.take(alias=alias)
