@@ -47,13 +47,16 @@ have_mariadb_headers() {  # what pip needs to build mysqlclient
 # Each writes to its own LOGDIR/<label>.log, printed whole when it ends, so concurrent outputs
 # never interleave; every two minutes a line says what is still running. At the end a table gives
 # each one's result and minutes; returns 1 if any failed. Exit status 5 (pytest: no tests
-# collected) reads "no tests" and fails only when RUN_JOBS_NO_TESTS_FAILS=1. Ctrl-C (or SIGTERM)
+# collected) reads "no tests" and fails only when RUN_JOBS_NO_TESTS_FAILS=1. The table also gives
+# each one's CPU minutes (the command's, and every process's it waited for, as pytest waits for
+# its workers; not a daemon's, such as a PostgreSQL server that pg_ctl started), to see where a
+# CI run's CPU goes. Ctrl-C (or SIGTERM)
 # sends SIGINT to every running command's process group, so pytest runs its teardown (stops its
 # workers and its PostgreSQL cluster); SIGKILL follows 30 s later.
 run_jobs() {
   local logs=$1 slots=$2
   shift 2
-  local -a labels=() commands=() pids=() begun=() results=() minutes=()
+  local -a labels=() commands=() pids=() begun=() results=() minutes=() cpu=()
   while [ $# -ge 2 ]; do labels+=("$1"); commands+=("$2"); shift 2; done
   local total=${#labels[@]} next=0 running=0 i rc log failed=0 last_note=$SECONDS
   _run_jobs_started=()
@@ -64,7 +67,9 @@ run_jobs() {
   while [ "$next" -lt "$total" ] || [ "$running" -gt 0 ]; do
     while [ "$next" -lt "$total" ] && [ "$running" -lt "$slots" ]; do
       log="$logs/$(_run_jobs_slug "${labels[next]}").log"
-      (set +e; eval "${commands[next]}") </dev/null >"$log" 2>&1 &
+      # `times` (its second line: the subshell's children) gives its CPU, written beside the log.
+      (set +e; eval "${commands[next]}"; rc=$?; times >"$log.cpu"; exit $rc) \
+        </dev/null >"$log" 2>&1 &
       pids[next]=$!
       begun[next]=$SECONDS
       _run_jobs_started+=("$!")
@@ -81,6 +86,7 @@ run_jobs() {
       wait "${pids[i]}" || rc=$?
       running=$((running - 1))
       minutes[i]=$(_run_jobs_minutes "${begun[i]}")
+      cpu[i]=$(_run_jobs_cpu "$logs/$(_run_jobs_slug "${labels[i]}").log.cpu")
       if [ "$rc" = 0 ]; then
         results[i]="passed"
       elif [ "$rc" = 5 ] && [ "${RUN_JOBS_NO_TESTS_FAILS:-}" != 1 ]; then
@@ -110,9 +116,9 @@ run_jobs() {
   trap - INT TERM
   set +m
   echo
-  printf '%-36s %-16s %s\n' "run" "result" "minutes"
+  printf '%-36s %-16s %-8s %s\n' "run" "result" "minutes" "CPU minutes"
   for ((i = 0; i < total; i++)); do
-    printf '%-36s %-16s %s\n' "${labels[i]}" "${results[i]}" "${minutes[i]}"
+    printf '%-36s %-16s %-8s %s\n' "${labels[i]}" "${results[i]}" "${minutes[i]}" "${cpu[i]}"
   done
   if [ "$failed" -gt 0 ]; then
     echo "==> $failed of $total FAILED: their output is above, after '==> <run>: FAILED'."
@@ -121,6 +127,12 @@ run_jobs() {
 }
 
 _run_jobs_slug() { echo "$1" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9.' '-' | sed 's/-$//'; }
+
+_run_jobs_cpu() {  # _run_jobs_cpu FILE: the minutes of `times`' last line, "0m1.5s 0m0.2s"
+  [ -s "$1" ] || { echo "?"; return; }  # (user, system)
+  awk 'END { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] }
+         printf "%.1f", t / 60 }' "$1"
+}
 
 _run_jobs_minutes() { awk -v s=$((SECONDS - $1)) 'BEGIN { printf "%.1f", s / 60 }'; }
 

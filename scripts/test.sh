@@ -27,7 +27,8 @@
 # after the other), longest first. Each run has its own throwaway PostgreSQL cluster (its own port
 # and temp dir) and its own SQLite files (named after its pid), so concurrent runs share nothing.
 # Each pass writes its own log, printed whole when the pass ends ("==> <pass>: FAILED ..."
-# before a failing one's); a table at the end gives each pass's result and minutes.
+# before a failing one's); a table at the end gives each pass's result, minutes and CPU minutes
+# (each test's seconds are in a JUnit XML file beside its log).
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
 # on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, PgBouncer, MariaDB and
 # the headers mysqlclient builds against, Chromium).
@@ -128,9 +129,10 @@ passes=()
 add_pass() {  # add_pass LABEL VENV DATABASE PYTEST_ARGS...
   local label=$1 venv=$2 database=$3
   shift 3
-  # --durations: each log ends with its slowest tests, to see where the minutes go.
+  # --durations: each log ends with its slowest tests, to see where the minutes go; every test's
+  # seconds (setup and teardown included) are in the JUnit XML beside the log.
   passes+=("$label" "SQLQUEUE_TEST_DATABASE=$database $venv/bin/pytest --durations=15 \
-$(quote "$@")$pytest_args")
+--junitxml=$LOGS/$(_run_jobs_slug "$label").xml $(quote "$@")$pytest_args")
 }
 # [7.4 without the slow ones; 9.5] The worker process tests on PostgreSQL (here only), the slow
 # ones included: a minute of schedule ticks, the wake-up herd.
