@@ -2,6 +2,7 @@
 
     benchmarks/.venvs/sqlqueue/bin/python benchmarks/growth.py [--backlogs 20000,200000,1000000]
         [--finished 0,1000000,10000000] [--plot PATH] [--output PATH] [--quick]
+        [--server-option NAME=VALUE ...]
 
 (the virtualenv of run.sh, which has matplotlib for ``--plot``). Starts a throwaway PostgreSQL
 with the benchmark's durability (fsync on, ``pg.py``), migrates a fresh database, then:
@@ -22,7 +23,10 @@ with the benchmark's durability (fsync on, ``pg.py``), migrates a fresh database
      and p95.
    Issue 41's goal: claim p95 and pickup p95 at 10M finished rows within 1.2x of 0 rows.
 
-The table's and its indexes' size are printed beside each step. ``--quick`` runs tiny sizes
+The table's and its indexes' size are printed beside each step, and beside each drain what the
+server did for each job (``work_per_job``): WAL bytes and full-page images, checkpoints, the
+share of the table's and indexes' page reads that missed shared_buffers, the share of updates
+that were heap-only (HOT), autovacuum's runs. ``--quick`` runs tiny sizes
 (2,000 and 20,000 ready; 0 and 20,000 finished) in about two minutes, to check that it runs; its
 numbers mean nothing. The sustained part of issue 41 (enqueue and drain at once, with the table's
 size over time) is sustained_load.py.
@@ -66,6 +70,43 @@ ONE = (f"INSERT INTO {TABLE} (task_name, payload) VALUES ('{TASK}', "  # noqa: S
        "'{\"args\": [], \"kwargs\": {}}') RETURNING id, pg_notify('django_sqlqueue', 'default')")
 PICKUP_JOBS, PICKUP_GAP = 100, 0.2
 CLAIM_PROBES = 200
+
+
+#: What the server did, as cumulative counters (PostgreSQL 15's views): its WAL (bytes, and the
+#: full-page images that a page's first change after a checkpoint writes), its checkpoints, and
+#: the job table's pages read from outside shared_buffers, its updates (HOT: heap-only, no new
+#: index entry) and autovacuum's runs on it.
+SERVER_WORK = (
+    "SELECT w.wal_bytes, w.wal_fpi, w.wal_records, "  # noqa: S608 - the table's name only
+    "b.checkpoints_timed + b.checkpoints_req, "
+    "coalesce(io.heap_blks_read, 0) + coalesce(io.idx_blks_read, 0), "
+    "coalesce(io.heap_blks_hit, 0) + coalesce(io.idx_blks_hit, 0), "
+    "t.n_tup_upd, t.n_tup_hot_upd, t.autovacuum_count "
+    "FROM pg_stat_wal w, pg_stat_bgwriter b, pg_statio_user_tables io "
+    f"JOIN pg_stat_user_tables t USING (relid) WHERE io.relname = '{TABLE}'")
+WORK_FIELDS = ("wal_bytes", "wal_fpi", "wal_records", "checkpoints", "blocks_read", "blocks_hit",
+               "updates", "hot_updates", "autovacuums")
+
+
+def server_work(connection) -> dict:
+    """The counters of ``SERVER_WORK`` now (every backend's statistics flushed first)."""
+    connection.execute("SELECT pg_stat_force_next_flush()")
+    time.sleep(1.5)  # the other backends flush theirs within a second of going idle
+    return dict(zip(WORK_FIELDS, (float(value) for value in connection.execute(
+        SERVER_WORK).fetchone()), strict=True))
+
+
+def work_per_job(before: dict, after: dict, jobs: int) -> dict:
+    """What the server did for each of ``jobs`` between two readings of ``server_work``."""
+    done = {name: after[name] - before[name] for name in WORK_FIELDS}
+    reads = done["blocks_read"] + done["blocks_hit"]
+    return {"wal_bytes_per_job": round(done["wal_bytes"] / jobs),
+            "wal_fpi_per_job": round(done["wal_fpi"] / jobs, 3),
+            "checkpoints": int(done["checkpoints"]),
+            "blocks_read_share": round(done["blocks_read"] / reads, 4) if reads else 0.0,
+            "hot_update_share": (round(done["hot_updates"] / done["updates"], 3)
+                                 if done["updates"] else 0.0),
+            "autovacuums": int(done["autovacuums"])}
 
 
 def table_size(connection) -> dict:
@@ -172,6 +213,9 @@ def main():
     parser.add_argument("--backlogs", default="20000,200000,1000000")
     parser.add_argument("--finished", default="0,1000000,10000000")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
+    parser.add_argument("--server-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a PostgreSQL setting for the run, e.g. shared_buffers=1GB "
+                             "(repeat it for more)")
     parser.add_argument("--plot", type=Path, default=None, help="a PNG to draw")
     parser.add_argument("--output", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args()
@@ -180,6 +224,9 @@ def main():
     backlogs = [int(n) for n in args.backlogs.split(",")]
     finished_counts = [int(n) for n in args.finished.split(",")]
     logdir = Path(tempfile.mkdtemp(prefix="sqlqueue-growth-"))
+    import benchmarks.pg as pg
+
+    pg.SERVER_OPTIONS = [*pg.SERVER_OPTIONS, *(f"-c {option}" for option in args.server_option)]
     cluster = Cluster()
     results = {"backlog": [], "finished": []}
     try:
@@ -191,10 +238,12 @@ def main():
             for jobs in backlogs:
                 refill(cluster, "growth", connection, ready=jobs)
                 sizes = table_size(connection)
+                before = server_work(connection)
                 rate = drain_rate(connection, env, logdir, jobs)
+                work = work_per_job(before, server_work(connection), jobs)
                 base = results["backlog"][0]["jobs_per_s"] if results["backlog"] else rate
                 results["backlog"].append({"jobs": jobs, "jobs_per_s": round(rate),
-                                           "ratio": round(rate / base, 2), **sizes})
+                                           "ratio": round(rate / base, 2), **sizes, **work})
                 print(json.dumps(results["backlog"][-1]), flush=True)
             for finished in finished_counts:
                 refill(cluster, "growth", connection, ready=1000, finished=finished)

@@ -52,7 +52,8 @@ class BenchCluster(Cluster):
 
     def settings(self) -> dict:
         names = ["server_version", "fsync", "synchronous_commit", "full_page_writes",
-                 "wal_sync_method", "shared_buffers", "max_connections"]
+                 "wal_sync_method", "shared_buffers", "max_wal_size", "checkpoint_timeout",
+                 "max_connections"]
         wanted = ", ".join(f"'{n}'" for n in names)
         rows = self.psql("postgres", f"SELECT name, setting FROM pg_settings WHERE name IN ({wanted})")  # noqa: S608, E501
         return dict(line.split("|", 1) for line in rows.splitlines())
