@@ -124,9 +124,9 @@ def refill(cluster, db, connection, *, ready=0, finished=0) -> None:
     cluster.psql(db, f"VACUUM ANALYZE {TABLE}")
 
 
-def drain_rate(connection, env, logdir, jobs: int) -> float:
+def drain_rate(connection, env, logdir, jobs: int) -> tuple[float, list]:
     """Jobs per second two worker processes drain from the ``jobs`` ready ones, first claim to
-    last."""
+    last, and the rate in each fifth of the jobs, in claim order."""
     proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"backlog-{jobs}")
     try:
         deadline = time.monotonic() + 120 + jobs / 500  # 500 jobs/s: far below any drain here
@@ -141,9 +141,17 @@ def drain_rate(connection, env, logdir, jobs: int) -> float:
         first, last = connection.execute(
             f"SELECT extract(epoch FROM min(claimed_at)), "  # noqa: S608
             f"extract(epoch FROM max(claimed_at)) FROM {TABLE}").fetchone()
+        # The rate in each fifth of the drain: whether it falls as the drain goes on (what the
+        # claims step over grows) or is lower throughout (the table's size itself).
+        fifths = connection.execute(
+            f"SELECT count(*) / (max(at) - min(at) + 0.001) FROM ("  # noqa: S608
+            "SELECT extract(epoch FROM claimed_at) AS at, "
+            "ntile(5) OVER (ORDER BY claimed_at) AS fifth "
+            f"FROM {TABLE}) AS claims GROUP BY fifth ORDER BY fifth").fetchall()
     finally:
         stop_workers(proc, log)
-    return jobs / max(float(last) - float(first), 0.001)
+    return (jobs / max(float(last) - float(first), 0.001),
+            [round(float(rate)) for (rate,) in fifths])
 
 
 def claim_reads(connection) -> dict:
@@ -239,11 +247,12 @@ def main():
                 refill(cluster, "growth", connection, ready=jobs)
                 sizes = table_size(connection)
                 before = server_work(connection)
-                rate = drain_rate(connection, env, logdir, jobs)
+                rate, fifths = drain_rate(connection, env, logdir, jobs)
                 work = work_per_job(before, server_work(connection), jobs)
                 base = results["backlog"][0]["jobs_per_s"] if results["backlog"] else rate
                 results["backlog"].append({"jobs": jobs, "jobs_per_s": round(rate),
-                                           "ratio": round(rate / base, 2), **sizes, **work})
+                                           "ratio": round(rate / base, 2),
+                                           "fifths_jobs_per_s": fifths, **sizes, **work})
                 print(json.dumps(results["backlog"][-1]), flush=True)
             for finished in finished_counts:
                 refill(cluster, "growth", connection, ready=1000, finished=finished)
