@@ -26,10 +26,11 @@ with the benchmark's durability (fsync on, ``pg.py``), migrates a fresh database
 The table's and its indexes' size are printed beside each step, and beside each drain what the
 server did for each job (``work_per_job``): WAL bytes and full-page images, checkpoints, the
 share of the table's and indexes' page reads that missed shared_buffers, the share of updates
-that were heap-only (HOT), autovacuum's runs. ``--quick`` runs tiny sizes
-(2,000 and 20,000 ready; 0 and 20,000 finished) in about two minutes, to check that it runs; its
-numbers mean nothing. The sustained part of issue 41 (enqueue and drain at once, with the table's
-size over time) is sustained_load.py.
+that were heap-only (HOT), autovacuum's runs, the rate in each fifth of the drain, and the
+statements the server spent most time on, with their mean time (pg_stat_statements).
+``--quick`` runs tiny sizes (2,000 and 20,000 ready; 0 and 20,000 finished) in about two
+minutes, to check that it runs; its numbers mean nothing. The sustained part of issue 41 (enqueue
+and drain at once, with the table's size over time) is sustained_load.py.
 """
 
 import argparse
@@ -48,6 +49,7 @@ from benchmarks.sustained_load import (  # noqa: E402
     PAYLOAD,
     TABLE,
     TASK,
+    UNFINISHED_LEFT,
     Cluster,
     connect,
     percentile,
@@ -96,6 +98,19 @@ def server_work(connection) -> dict:
         SERVER_WORK).fetchone()), strict=True))
 
 
+#: The statements the server spent most time on since the last reset: the first words of each,
+#: its calls and its mean time. Which of them a bigger table slows down: the claim, the outcome,
+#: the heartbeat.
+TOP_STATEMENTS = ("SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 60), calls, "
+                  "round(mean_exec_time::numeric, 3) FROM pg_stat_statements "
+                  "WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT 4")
+
+
+def top_statements(connection) -> list:
+    return [{"statement": text, "calls": calls, "mean_ms": float(mean)}
+            for text, calls, mean in connection.execute(TOP_STATEMENTS).fetchall()]
+
+
 def work_per_job(before: dict, after: dict, jobs: int) -> dict:
     """What the server did for each of ``jobs`` between two readings of ``server_work``."""
     done = {name: after[name] - before[name] for name in WORK_FIELDS}
@@ -131,9 +146,7 @@ def drain_rate(connection, env, logdir, jobs: int) -> tuple[float, list]:
     try:
         deadline = time.monotonic() + 120 + jobs / 500  # 500 jobs/s: far below any drain here
         while time.monotonic() < deadline:
-            left = connection.execute(f"SELECT count(*) FROM {TABLE} "  # noqa: S608
-                                      "WHERE status <> 'succeeded'").fetchone()[0]
-            if left == 0:
+            if not connection.execute(UNFINISHED_LEFT).fetchone()[0]:
                 break
             time.sleep(0.5)
         else:
@@ -240,6 +253,7 @@ def main():
     try:
         cluster.start()
         cluster.wait_ready()
+        cluster.psql("template1", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         env = django_on_fresh_database(cluster, "growth", "benchmarks.prune_settings")
         results["server"] = cluster.settings()
         with connect(cluster.dsn("growth")) as connection:
@@ -247,8 +261,10 @@ def main():
                 refill(cluster, "growth", connection, ready=jobs)
                 sizes = table_size(connection)
                 before = server_work(connection)
+                connection.execute("SELECT pg_stat_statements_reset()")
                 rate, fifths = drain_rate(connection, env, logdir, jobs)
                 work = work_per_job(before, server_work(connection), jobs)
+                work["statements"] = top_statements(connection)
                 base = results["backlog"][0]["jobs_per_s"] if results["backlog"] else rate
                 results["backlog"].append({"jobs": jobs, "jobs_per_s": round(rate),
                                            "ratio": round(rate / base, 2),
