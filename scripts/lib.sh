@@ -86,7 +86,8 @@ run_jobs() {
       wait "${pids[i]}" || rc=$?
       running=$((running - 1))
       minutes[i]=$(_run_jobs_minutes "${begun[i]}")
-      cpu[i]=$(_run_jobs_cpu "$logs/$(_run_jobs_slug "${labels[i]}").log.cpu")
+      log="$logs/$(_run_jobs_slug "${labels[i]}").log"
+      cpu[i]=$(_run_jobs_cpu "$log.cpu")
       if [ "$rc" = 0 ]; then
         results[i]="passed"
       elif [ "$rc" = 5 ] && [ "${RUN_JOBS_NO_TESTS_FAILS:-}" != 1 ]; then
@@ -95,7 +96,6 @@ run_jobs() {
         results[i]="FAILED (exit $rc)"
         failed=$((failed + 1))
       fi
-      log="$logs/$(_run_jobs_slug "${labels[i]}").log"
       echo
       echo "==> ${labels[i]}: ${results[i]} in ${minutes[i]} min; its output ($log):"
       cat "$log"
