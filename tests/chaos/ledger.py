@@ -35,12 +35,14 @@ class Tally:
     causes: Counter = field(default_factory=Counter)  # why each duplicate happened
     problems: list = field(default_factory=list)  # hand-off violations, with the evidence
     rescued: int = 0  # attempts ended by the rescue (WorkerLost)
+    most_interruptions: int = 0  # of any one job: how close a run came to max_interruptions
 
     def figures(self) -> dict:
         return {
             "jobs": self.jobs, "executions": self.executions, "lost": len(self.lost),
             "duplicates": self.duplicates, "duplicate_causes": dict(self.causes),
-            "rescued_attempts": self.rescued, "handoff_violations": len(self.problems),
+            "rescued_attempts": self.rescued, "most_interruptions": self.most_interruptions,
+            "handoff_violations": len(self.problems),
         }
 
     def assert_clean(self):
@@ -68,7 +70,7 @@ def tally(job_ids=None, *, killed=None, causes=DATABASE_CAUSES, using="default")
     ``using``. See the module doc."""
     jobs = Job.objects.using(using)
     jobs = jobs.all() if job_ids is None else jobs.filter(pk__in=list(job_ids))
-    jobs = {job.pk: job for job in jobs.only("status", "attempts", "errors")}
+    jobs = {job.pk: job for job in jobs.only("status", "attempts", "interruptions", "errors")}
     runs = defaultdict(list)
     for run in (Run.objects.using(using).filter(job_id__in=list(jobs))
                 .order_by("job_id", "attempt")):
@@ -77,8 +79,29 @@ def tally(job_ids=None, *, killed=None, causes=DATABASE_CAUSES, using="default")
     for pk, job in jobs.items():
         errors = {entry["attempt"]: entry for entry in job.errors or []}
         result.rescued += sum(_short(e["type"]) == "WorkerLost" for e in errors.values())
+        result.most_interruptions = max(result.most_interruptions, job.interruptions)
         _check_job(result, job, runs.get(pk, []), errors, killed, causes)
     return result
+
+
+def unsucceeded(limit=5, *, fleet=None, using="default") -> str:
+    """The jobs not (yet) succeeded, for a failed wait's message: how many, and the state,
+    attempts, interruptions, lease and last error entry of the first ``limit``; with ``fleet``,
+    the end of the output of the worker that holds the first of them."""
+    jobs = Job.objects.using(using).exclude(status=JobStatus.SUCCEEDED).order_by("pk")
+    lines = [f"{jobs.count()} job(s) not succeeded"]
+    for job in jobs[:limit]:
+        last = (job.errors or [{}])[-1]
+        lines.append(
+            f"  job {job.pk}: {job.status}, attempt {job.attempts} of {job.max_attempts}, "
+            f"interruptions {job.interruptions} of {job.max_interruptions}, run_at "
+            f"{job.run_at:%H:%M:%S.%f}, claimed_by {job.claimed_by}, lease until "
+            f"{job.lease_expires_at and f'{job.lease_expires_at:%H:%M:%S.%f}'}, last error: "
+            f"{last.get('type')} {last.get('message', '')[:200]}")
+    first = jobs.first()
+    if fleet is not None and first is not None and _pid(first.claimed_by):
+        lines.append(fleet.output_of(_pid(first.claimed_by)))
+    return "\n".join(lines)
 
 
 def _check_job(result, job, runs, errors, killed, causes):

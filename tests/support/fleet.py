@@ -79,3 +79,11 @@ class Fleet:
 
     def output(self) -> str:
         return "\n".join(worker.output for worker in self.workers)
+
+    def output_of(self, pid, tail=3000) -> str:
+        """The end of the output of the worker with this pid (killed or not), for a failed
+        wait's message: what the worker holding a stuck job was doing."""
+        for worker in self.started:
+            if worker.pid == pid:
+                return f"worker {pid} output (its end):\n{worker.output[-tail:]}"
+        return f"no worker of this fleet had pid {pid}"
