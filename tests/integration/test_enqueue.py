@@ -5,11 +5,13 @@ import datetime as dt
 import threading
 
 import pytest
-from django.db import DataError, transaction
+from django.db import DataError, connection, transaction
 from django.db.models import signals
 from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_sqlqueue.db import ops
 from django_sqlqueue.enqueue import notify
 from django_sqlqueue.exceptions import InvalidPayload
 from django_sqlqueue.models import Job, Worker
@@ -73,6 +75,45 @@ def test_bulk_enqueue_stores_values_that_differ_per_job_in_one_batch_exactly():
                             run_at=now + dt.timedelta(days=400, microseconds=999999)),
     ]
     assert_jobs_are_their_rows(Job.objects.bulk_enqueue(jobs))
+
+
+def _inserted_columns(call) -> list:
+    """The columns named by each job INSERT that ``call`` sends."""
+    with CaptureQueriesContext(connection) as queries:
+        call()
+    table = Job._meta.db_table
+    columns = []
+    for query in queries:
+        _, found, rest = query["sql"].partition(f"INSERT INTO {connection.ops.quote_name(table)} (")
+        if found:
+            columns.append([name.strip('"`') for name in rest.split(")", 1)[0].split(", ")])
+    return columns
+
+
+def test_a_job_names_only_the_columns_whose_value_is_not_the_tables_default():
+    """A column whose value the row gets without it (the migration's database default) is left
+    out of the INSERT, so a plain job pays only for the options it uses; the rows are the jobs
+    all the same, and a value that only looks like the default (1.0 for 1) is kept as given."""
+    jobs = []
+    columns = _inserted_columns(lambda: jobs.append(add.enqueue(1, 2)))
+    columns += _inserted_columns(lambda: jobs.append(
+        add.using(queue="other.q", priority=1, max_attempts=2, concurrency_key="k").enqueue(3, 4)))
+    # The defaults given by name are left out too: the value is what counts, not the option.
+    columns += _inserted_columns(lambda: jobs.append(
+        add.using(queue="default", priority=0, max_attempts=5, retry_jitter=0.1).enqueue(5, 6)))
+    columns += _inserted_columns(lambda: jobs.extend(Job.objects.bulk_enqueue(
+        [add.prepare(n, n) for n in range(3)] + [add.using(priority=2).prepare(9, 9)])))
+    assert_jobs_are_their_rows(jobs)
+    if not ops(connection).inserts_from_document:
+        return  # SQLite: Django's bulk_create, which names every column
+    # The test settings' RETRY_JITTER (0.0) is not the table's default (0.1): it is named.
+    plain = ["task_name", "payload", "retry_jitter", "enqueued_at", "run_at"]
+    assert columns[0] == plain
+    assert columns[1] == ["task_name", "queue", "payload", "priority", "max_attempts",
+                          "retry_jitter", "enqueued_at", "run_at", "concurrency_key"]
+    assert columns[2] == ["task_name", "payload", "enqueued_at", "run_at"]
+    assert columns[3] == ["task_name", "payload", "priority", "retry_jitter", "enqueued_at",
+                          "run_at"]
 
 
 def test_bulk_enqueue_of_identical_jobs_stores_each():
