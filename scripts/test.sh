@@ -28,7 +28,7 @@
 # and temp dir) and its own SQLite files (named after its pid), so concurrent runs share nothing.
 # Each pass writes its own log, printed whole when the pass ends ("==> <pass>: FAILED ..."
 # before a failing one's); a table at the end gives each pass's result, minutes and CPU minutes
-# (each test's seconds are in a JUnit XML file beside its log).
+# (each test's seconds, and CPU seconds with its workers', are in a JUnit XML file beside its log).
 # Works on a fresh machine: it creates the virtualenvs, installs the test dependencies and, as root
 # on Debian/Ubuntu, installs what is missing with apt-get (PostgreSQL, PgBouncer, MariaDB and
 # the headers mysqlclient builds against, Chromium).

@@ -1,7 +1,9 @@
 import os
+import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,31 @@ def pytest_configure(config):
     # default again, as from a terminal.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (a test's workers are waited
+    for when they stop or are killed)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    item.cpu_started = _cpu_seconds(), time.monotonic()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Each test's CPU seconds (its workers' included) beside its seconds in the JUnit XML
+    # (scripts/test.sh writes one per pass): CI runs on two cores, so its time is CPU, not waits.
+    if call.when == "teardown" and hasattr(item, "cpu_started"):
+        cpu, wall = item.cpu_started
+        item.user_properties.append(("cpu_seconds", f"{_cpu_seconds() - cpu:.2f}"))
+        item.user_properties.append(("wall_seconds", f"{time.monotonic() - wall:.2f}"))
+    return (yield)
 
 
 def pytest_report_header(config):
