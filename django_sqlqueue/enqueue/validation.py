@@ -1,11 +1,8 @@
 """Checks applied at the enqueue boundary. Each raises an :class:`InvalidJob` subclass whose
 message names the offending value and says how to fix it."""
 
-import contextlib
-import contextvars
 import datetime as dt
 import decimal
-import inspect
 import json
 import math
 import uuid
@@ -21,7 +18,6 @@ from ..db.job_table import (  # the same priority range as django.tasks
     unique_states_mask,
 )
 from ..exceptions import (
-    InvalidArguments,
     InvalidConcurrencyKey,
     InvalidMetadata,
     InvalidPayload,
@@ -155,35 +151,6 @@ def _items_bound(pairs) -> int:
                 error.keys.append(key)
                 raise
     return size
-
-
-#: 1 while a workflow's step is prepared whose function is given its parents' results as its
-#: first argument when it runs (workflows/canvas.py): its arguments are checked with that one.
-_given_first = contextvars.ContextVar("sqlqueue_given_first", default=0)
-
-
-@contextlib.contextmanager
-def parent_results_given_first():
-    """Within: ``call_arguments`` counts one more first argument, given at run time."""
-    token = _given_first.set(1)
-    try:
-        yield
-    finally:
-        _given_first.reset(token)
-
-
-def call_arguments(task_name: str, signature: inspect.Signature | None, args, kwargs) -> None:
-    """``args`` and ``kwargs`` bind to the function's ``signature`` (None: unreadable, not
-    checked), so that a job that could never run is not stored to fail in the worker."""
-    if signature is None:
-        return
-    try:
-        signature.bind(*(None,) * _given_first.get(), *args, **kwargs)
-    except TypeError as exc:
-        raise InvalidArguments(
-            f"{task_name}{signature}: {exc}; nothing was enqueued. Pass the arguments the "
-            "function takes."
-        ) from None
 
 
 def queue_name(queue) -> str:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from django.db import router, transaction
 
+from ..enqueue.arguments import parent_results_given_first
 from ..enqueue.inserting import enqueue_many
-from ..enqueue.validation import parent_results_given_first
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
 from ..transitions import changes
