@@ -4,7 +4,8 @@
     benchmarks/.venvs/sqlqueue/bin/python -m benchmarks.ab_drain /tmp/before --rounds 3
 
 With ``--enqueue``, each round also times the single enqueue (the "enqueue" scenario: jobs
-enqueued one per transaction, 2,000 unless ``--enqueue-jobs``) of both checkouts, alternating.
+enqueued one per transaction, 2,000 unless ``--enqueue-jobs``) of both checkouts, alternating;
+with ``--bulk``, their bulk enqueue (the "bulk" scenario: 20,000 jobs prepared and inserted).
 
 Each checkout runs its own benchmark driver (its benchmarks/) and the drain scenario of
 benchmarks/README.md (W = 2 worker processes, 20,000 no-op jobs) against one throwaway
@@ -58,6 +59,8 @@ def main():
     parser.add_argument("--enqueue", action="store_true",
                         help="also time the single enqueue of both checkouts, alternating")
     parser.add_argument("--enqueue-jobs", type=int, default=2_000)
+    parser.add_argument("--bulk", action="store_true",
+                        help="also time the bulk enqueue of both checkouts, alternating")
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": ROOT}
     rates = {label: [] for label in checkouts}
@@ -77,6 +80,11 @@ def main():
                 print(f"round {round_number} {label:6} single enqueue "
                       f"{enqueue['jobs_per_s']:>8,.0f} jobs/s, p50 {enqueue['p50_ms']:.3f} ms",
                       flush=True)
+            for label, checkout in checkouts.items() if args.bulk else ():
+                bulk = drain_once(cluster, checkout, f"{label}_bulk", args.jobs, "bulk")
+                rates.setdefault(f"{label} bulk", []).append(bulk["jobs_per_s"])
+                print(f"round {round_number} {label:6} bulk enqueue "
+                      f"{bulk['jobs_per_s']:>8,.0f} jobs/s", flush=True)
             if args.keyed:
                 drain = drain_once(cluster, ROOT, "keyed", args.jobs, "drain_keyed")
                 rates.setdefault("keyed", []).append(drain["steady_jobs_per_s"])
@@ -92,6 +100,10 @@ def main():
     if args.enqueue:
         before, after = (statistics.median(rates[f"{label} enqueue"]) for label in checkouts)
         print(f"median single enqueue: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
+              f"({after / before:.2f}x)")
+    if args.bulk:
+        before, after = (statistics.median(rates[f"{label} bulk"]) for label in checkouts)
+        print(f"median bulk enqueue: before {before:,.0f} jobs/s, after {after:,.0f} jobs/s "
               f"({after / before:.2f}x)")
     if args.keyed:
         print(f"median once started with a per-key limit in force: "
