@@ -13,6 +13,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from ..claim.limited import ready_queues, recent_starts
+from ..db.batches import write_lock_first
 from ..enqueue.validation import queue_name
 from ..exceptions import InvalidQueueLimit
 from ..models import Job, Queue
@@ -27,14 +28,22 @@ def _alias(using):
     return using or router.db_for_write(Queue)
 
 
+def _locked_row(alias, name) -> Queue:
+    """Queue ``name``'s row, made if missing, locked until the caller's transaction ends. The
+    write lock is taken first: the row is read before it is written, which in SQLite's deferred
+    transactions would fail at once while a worker writes (``write_lock_first``)."""
+    write_lock_first(alias, Queue)
+    row, _ = Queue.objects.using(alias).select_for_update().get_or_create(name=queue_name(name))
+    return row
+
+
 def pause(name: str, *, by: str = "", using=None) -> Queue:
     """Stop every worker from claiming jobs of queue ``name`` (within one poll interval).
     Running jobs finish; jobs can still be enqueued. Pausing a paused queue keeps who paused it
     first and when."""
     alias = _alias(using)
     with transaction.atomic(using=alias):
-        row, _ = Queue.objects.using(alias).select_for_update().get_or_create(
-            name=queue_name(name))
+        row = _locked_row(alias, name)
         if row.paused_at is None:
             row.paused_at, row.paused_by = timezone.now(), by[:150]
             row.save(update_fields=["paused_at", "paused_by", "updated_at"])
@@ -66,8 +75,7 @@ def set_limits(name: str, *, using=None, **limits) -> Queue:
         _check_limit(key, value)
     alias = _alias(using)
     with transaction.atomic(using=alias):
-        row, _ = Queue.objects.using(alias).select_for_update().get_or_create(
-            name=queue_name(name))
+        row = _locked_row(alias, name)
         for key, value in limits.items():
             setattr(row, key, value)
         row.save()
@@ -85,8 +93,7 @@ def set_fair(name: str, fair: bool = True, *, weights=None, using=None) -> Queue
     weights = None if weights is None else check_key_weights(weights)
     alias = _alias(using)
     with transaction.atomic(using=alias):
-        row, _ = Queue.objects.using(alias).select_for_update().get_or_create(
-            name=queue_name(name))
+        row = _locked_row(alias, name)
         row.fair = fair
         if weights is not None:
             row.key_weights = weights

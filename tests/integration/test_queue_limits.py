@@ -14,6 +14,7 @@ from django_sqlqueue.queues import control as queue_control
 from django_sqlqueue.statuses import JobStatus
 from tests.support.claims import claim
 from tests.support.plans import explain
+from tests.support.sqlite_writer import errors_behind_another_writer
 from tests.testapp.tasks import add, send_email
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,3 +187,18 @@ def test_a_limited_backlog_of_100k_jobs_is_never_read_by_a_claim(analyzed):
     queue_control.set_limits("limited", key_concurrency_limit=0)
     claimed = Job.objects.claim(None, "w", limit=10)  # the unkeyed job and "default"'s
     assert sorted(job.concurrency_key or "" for job in claimed) == ["", ""]
+
+
+@pytest.mark.parametrize("change", [
+    lambda: queue_control.pause("emails", by="ops"),
+    lambda: queue_control.set_limits("emails", concurrency_limit=2),
+    lambda: queue_control.set_fair("emails"),
+], ids=["pause", "set_limits", "set_fair"])
+def test_a_queue_change_waits_its_turn_behind_another_writer_on_sqlite(change):
+    # Each reads the queue's row, then writes it: in SQLite's deferred transactions (Django's
+    # default) that upgrade failed at once with "database is locked" while a worker wrote
+    # (CI: pausing a queue beside two running workers). They take the write lock first.
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's locking; runs in the sqlite pass")
+    assert errors_behind_another_writer(change) == []
+    assert Queue.objects.filter(name="emails").exists()

@@ -4,18 +4,17 @@ enqueue's transaction."""
 
 import datetime as dt
 import re
-import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from django_sqlqueue.exceptions import InvalidArguments, InvalidWorkflow
 from django_sqlqueue.models import Job, JobDependency
 from django_sqlqueue.run.execution import run_job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.workflows import Workflow, chain, chord, group
+from tests.support.sqlite_writer import errors_behind_another_writer
 from tests.testapp.models import Run
 from tests.testapp.tasks import add, flow_step
 
@@ -331,24 +330,7 @@ def test_a_cancel_waits_its_turn_behind_another_writer_on_sqlite():
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's locking; runs in the sqlite pass")
     flow = chain(add.s(1, 2), add.s(3)).enqueue()
-    writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
-    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
-    errors = []
-
-    def cancel():
-        try:
-            Job.objects.filter(workflow_id=flow.id).cancel(by="ops")
-        except Exception as error:  # noqa: BLE001 - the test reports it
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    canceller = threading.Thread(target=cancel)
-    canceller.start()
-    canceller.join(0.5)  # a cancel that cannot wait has failed by now
-    writer.execute("COMMIT")
-    writer.close()
-    canceller.join(30)
-    assert errors == []
+    assert errors_behind_another_writer(
+        lambda: Job.objects.filter(workflow_id=flow.id).cancel(by="ops")) == []
     assert set(Job.objects.filter(workflow_id=flow.id).values_list("status", flat=True)) == {
         JobStatus.CANCELLED}

@@ -29,7 +29,7 @@ from django.db.models import Count
 from django.db.models.functions import TruncMinute
 
 from ...db import ops
-from ...db.batches import short_transaction
+from ...db.batches import short_transaction, write_lock_first
 from ...db.clock import database_now
 from ...models import Job, ThroughputCount, ThroughputCursor
 from ...statuses import FINISHED_STATUSES
@@ -106,6 +106,7 @@ class Rollup:
     def _roll_span(self, now, target):
         """One transaction: (jobs counted, new cursor), or None if there was nothing to do."""
         config = self.config
+        write_lock_first(self.alias, ThroughputCursor)  # it reads the cursor, then writes
         cursors = ThroughputCursor.objects.using(self.alias)
         # Nothing older than the history is shown: a new cursor starts there, and an old one
         # (no leader for days) jumps there rather than rolling up what no one will read.
