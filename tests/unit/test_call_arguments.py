@@ -50,7 +50,7 @@ def binds(signature, args, kwargs) -> bool:
     return True
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(signatures(), calls, st.booleans())
 def test_a_call_is_accepted_exactly_when_it_binds(signature, call, parents_given_first):
     count, names = call
