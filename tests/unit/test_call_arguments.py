@@ -66,3 +66,31 @@ def test_a_call_is_accepted_exactly_when_it_binds(signature, call, parents_given
                 arguments.call_arguments("t", signature, args, kwargs)
     if arguments._shape(signature).fits(len(given_first) + count, kwargs):
         assert expected, (signature, given_first + args, kwargs)
+
+
+def _f(a, b=1, /, c=2, *, d, **kw): ...
+def _g(a, b=1, *args, c): ...
+def _h(a, /, b): ...
+
+
+@pytest.mark.parametrize("func, args, kwargs", [
+    (_h, (1,), {"b": 2}),  # fits
+    (_h, (1, 2), {"b": 2}),  # b given twice
+    (_h, (), {"a": 1, "b": 2}),  # a is positional-only
+    (_h, (1,), {}),  # b missing
+    (_h, (1,), {"b": 2, "x": 3}),  # x unknown
+    (_f, (1,), {"d": 4, "a": 9}),  # a positional-only, so "a" goes into **kw
+    (_f, (1, 2, 3), {"d": 4, "c": 5}),  # c given twice
+    (_f, (1,), {}),  # d missing
+    (_g, (1, 2, 3, 4), {"c": 5}),  # fits, *args takes the rest
+    (_g, (1,), {"a": 1, "c": 5}),  # a given twice
+], ids=lambda value: repr(value) if not callable(value) else value.__name__)
+def test_the_edges_of_a_call_are_judged_as_bind_judges_them(func, args, kwargs):
+    signature = inspect.signature(func)
+    if binds(signature, args, kwargs):
+        arguments.call_arguments("t", signature, args, kwargs)
+    else:
+        with pytest.raises(InvalidArguments):
+            arguments.call_arguments("t", signature, args, kwargs)
+    if arguments._shape(signature).fits(len(args), kwargs):
+        assert binds(signature, args, kwargs)
