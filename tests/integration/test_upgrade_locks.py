@@ -8,6 +8,7 @@ import pytest
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.support.threads import start_thread
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
@@ -32,16 +33,7 @@ def _migrate_to(name):
 
 
 def _migrate_in_thread(name, errors):
-    def run():
-        try:
-            _migrate_to(name)
-        except Exception as exc:  # noqa: BLE001 - reported to the test
-            errors.append(exc)
-        finally:
-            connection.close()
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
+    return start_thread(lambda: _migrate_to(name), errors)
 
 
 def _new_connection():

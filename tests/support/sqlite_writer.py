@@ -4,9 +4,10 @@ write lock, instead of waiting for it. Code that reads before it writes takes th
 first (db/batches.py ``write_lock_first``); this runs a call while another connection holds it."""
 
 import sqlite3
-import threading
 
-from django.db import connection, connections
+from django.db import connection
+
+from tests.support.threads import start_thread
 
 
 def errors_behind_another_writer(call) -> list:
@@ -16,17 +17,7 @@ def errors_behind_another_writer(call) -> list:
     writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     errors = []
-
-    def run():
-        try:
-            call()
-        except Exception as error:  # noqa: BLE001 - the test reports it
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    caller = threading.Thread(target=run)
-    caller.start()
+    caller = start_thread(call, errors)
     caller.join(0.5)  # a call that cannot wait has failed by now
     writer.execute("COMMIT")
     writer.close()
