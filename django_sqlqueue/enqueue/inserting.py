@@ -326,8 +326,8 @@ class _Column(NamedTuple):
     to_plain: object  # from _PLAIN, or _NOT_PLAIN
     is_json: bool
     null_by_default: bool  # no database default: an INSERT that leaves it out writes NULL
-    # The database default, as a value (JSON as its text), where it is a constant; _NO_DEFAULT
-    # where there is none or it is computed (Now()).
+    # The database default, as a value (JSON decoded from its text), where it is a constant;
+    # _NO_DEFAULT where there is none or it is computed (Now()).
     default: object
 
     def is_default(self, value) -> bool:
@@ -337,7 +337,10 @@ class _Column(NamedTuple):
         if default is _NO_DEFAULT or value is None:
             return False
         if self.is_json:
-            return isinstance(value, (dict, list)) and _JSON.encode(value) == default
+            # Equality first (a payload against "{}" differs by its length at once), so that
+            # the text, compared only then, is not encoded here as well as in as_param.
+            return (isinstance(value, (dict, list)) and value == default
+                    and _JSON.encode(value) == _JSON.encode(default))
         return value == default and isinstance(value, bool) == isinstance(default, bool)
 
     def as_param(self, value, connection, plain: bool):
@@ -370,7 +373,8 @@ _NO_DEFAULT = object()
 
 def _constant_default(field):
     """``field``'s database default where it is a constant (``db_default=0``,
-    ``db_default=Value("[]")``: a JSON field's is its JSON text), else ``_NO_DEFAULT``."""
+    ``db_default=Value("[]")``: a JSON field's, given as its text, decoded), else
+    ``_NO_DEFAULT``."""
     if not field.has_db_default():
         return _NO_DEFAULT
     default = field.db_default
@@ -378,8 +382,9 @@ def _constant_default(field):
         default = default.value
     elif hasattr(default, "resolve_expression"):
         return _NO_DEFAULT  # computed by the database (Now())
-    if field.get_internal_type() == "JSONField" and not isinstance(default, str):
-        return _NO_DEFAULT  # a JSON default is written as its text here
+    if field.get_internal_type() == "JSONField":
+        # Given as its text here; anything else is not a default this module can compare.
+        return json.loads(default) if isinstance(default, str) else _NO_DEFAULT
     if isinstance(default, (str, int, float, bool)):
         return default
     return _NO_DEFAULT
