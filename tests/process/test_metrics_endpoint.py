@@ -79,13 +79,14 @@ def finished_by(samples) -> dict:
     ("fork", {"SQLQUEUE_TEST_IMPORT_PROMETHEUS_CLIENT": "1"}),
     ("spawn", {}),
 ])
-def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_worker,
+def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_worker, tmp_path,
                                                                        start_method, env):
     Job.objects.bulk_enqueue(record.prepare(tag=str(n)) for n in range(150))
     always_fails.using(retry_backoff=0.1, retry_min_delay=0.1).enqueue("nope")  # 3 attempts
-    # Shorter than the pool's CLAIMED_AHEAD_MAX_WAIT, so no job claimed ahead waits behind one
-    # long enough to be released.
-    sleepers = [sleep_for.enqueue(0.8) for _ in range(2)]
+    # Each sleeper holds its slot until the gate opens (after the scrape during the drain), then
+    # sleeps 0.8 s.
+    gate = tmp_path / "gate"
+    sleepers = [sleep_for.enqueue(0.8, gate=str(gate)) for _ in range(2)]
     # --max-jobs: the children recycle during the drain; the counts of the processes that
     # exited must stay in the sums.
     worker = start_worker("--processes", "2", "-c", "2", "--max-jobs", "40",
@@ -96,11 +97,13 @@ def test_a_scrape_during_a_drain_with_two_processes_counts_the_jobs_run(start_wo
     assert directory and Path(directory).is_dir()
 
     # During the drain: a sleeping job holds a slot; the live processes are the two children,
-    # or one while the other is being replaced (a recycle).
+    # or one while the other is being replaced (a recycle). The sleepers were enqueued last: a
+    # sleeper starts once the children, recycled at least once, have run the other jobs.
     wait_until(lambda: Execution.objects.filter(job_id__in=[j.pk for j in sleepers],
                                                 tag="started").exists(),
-               what="a sleeper running", worker=worker)
+               timeout=120, what="a sleeper running", worker=worker)
     during = scrape(port)
+    gate.touch()
     assert value(during, "sqlqueue_worker_busy_slots", queue="default") >= 1
     assert value(during, "sqlqueue_worker_processes") in (1, 2)
     assert value(during, "sqlqueue_worker_slots") == 2 * value(during, "sqlqueue_worker_processes")

@@ -84,7 +84,7 @@ def test_sigkill_mid_job_is_rescued_and_completed_by_another_worker(start_worker
     doomed.wait()
     rescuer = start_worker(settings=FAST)
     wait_until(lambda: job_status(job.pk) == JobStatus.SUCCEEDED, what="the re-run",
-               worker=rescuer, timeout=30)
+               worker=rescuer)
     job.refresh_from_db()
     assert job.attempts == 2
     (lost,) = job.errors
@@ -171,7 +171,7 @@ def test_processes_run_under_a_supervisor_that_restarts_a_killed_child(start_wor
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: Worker.objects.count() == 2
                and not Worker.objects.filter(pid=victim).exists(),
-               what="a replacement child", worker=worker, timeout=30)
+               what="a replacement child", worker=worker)
     jobs = Job.objects.bulk_enqueue(record.prepare() for _ in range(20))
     wait_until(lambda: Job.objects.filter(status=JobStatus.SUCCEEDED).count() == len(jobs),
                what="jobs done", worker=worker)

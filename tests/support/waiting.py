@@ -20,7 +20,14 @@ class StopWaiting(Exception):  # noqa: N818 - a signal to wait_until, not an err
     ``wait_until`` fails at once with its message instead of waiting out the deadline."""
 
 
-def wait_until(condition, *, what, timeout=30.0, interval=0.05, worker=None, context=None):
+# The default deadline: what a test waits for happens in well under a second on a quiet machine,
+# but CI runs three passes at once on two cores, where a worker subprocess has been seen to take
+# ten times as long (a recycled child's start included). The deadline only bounds a failure.
+DEFAULT_TIMEOUT = 60.0
+
+
+def wait_until(condition, *, what, timeout=DEFAULT_TIMEOUT, interval=0.05, worker=None,
+               context=None):
     """Poll ``condition()`` until it returns something truthy, and return that.
 
     Each poll starts on fresh database connections (this thread's, unless a transaction is open
@@ -66,7 +73,7 @@ def _fresh_connections():
             connection.close()
 
 
-def wait_started(pk, worker=None, *, timeout=30.0):
+def wait_started(pk, worker=None, *, timeout=DEFAULT_TIMEOUT):
     """Wait until job ``pk`` has started: the test app's tasks write an Execution row tagged
     "started" as they begin, so this is the job's function running, not only its claim."""
     # A model, imported here: this module is imported by conftest files before Django is set up.

@@ -70,8 +70,10 @@ def exits(code):
 
 
 @job(name="tests.sleep")
-def sleep_for(seconds, tag=""):
-    """Sleep, then record the execution: a job that is reliably "mid-run" for a while."""
+def sleep_for(seconds, tag="", gate=None):
+    """Record a "started" execution, sleep, then record the execution: a job that is reliably
+    "mid-run" for a while. With ``gate`` (a file's path), it is mid-run until that file exists
+    (at most two minutes) and then sleeps: a test decides how long, not the machine's speed."""
     import time
 
     from .models import Execution
@@ -79,6 +81,8 @@ def sleep_for(seconds, tag=""):
     job = current_job()
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by,
                              tag="started")
+    if gate is not None:
+        _hold_until(gate, 120)
     time.sleep(seconds)
     Execution.objects.create(job_id=job.pk, attempt=job.attempts, worker=job.claimed_by, tag=tag)
 
