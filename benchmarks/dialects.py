@@ -108,6 +108,42 @@ def settle(conn, vendor: str, checkpoint: bool = True) -> None:
         conn.execute("ANALYZE TABLE " + ", ".join(f"`{name}`" for name in tables)).fetchall()
 
 
+# ---- the database's work per job: WAL and rows written (PostgreSQL) ---------------------------
+# Rows from the system's own database's statistics; the WAL position is the cluster's, which only
+# this system uses during its run (autovacuum's WAL included: it is part of the bill).
+WRITE_COUNTERS = ("SELECT pg_current_wal_lsn()::text, coalesce(sum(n_tup_ins), 0), "
+                  "coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0), "
+                  "coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables")
+
+
+def write_counters(conn, vendor: str) -> tuple | None:
+    """(WAL position, rows inserted, updated, updated HOT, deleted) so far; None on MariaDB.
+    A backend's row counts reach the statistics when it goes idle or exits (PostgreSQL 15), so
+    take the second reading after the workers have stopped."""
+    if vendor != POSTGRESQL:
+        return None
+    return _counters(conn)
+
+
+def _counters(conn) -> tuple:
+    position, *rows = conn.execute(WRITE_COUNTERS).fetchone()
+    return (position, *(int(n) for n in rows))  # sum() of bigint is a numeric: a Decimal
+
+
+def work_per_job(conn, before: tuple | None, jobs: int) -> dict:
+    """WAL bytes and rows written per job since ``before`` (``write_counters``), and the share
+    of row updates that were heap-only (HOT: no index entry written)."""
+    if before is None or not jobs:
+        return {}
+    after = _counters(conn)
+    wal = conn.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)",
+                       (after[0], before[0])).fetchone()[0]
+    inserted, updated, hot, deleted = (a - b for a, b in zip(after[1:], before[1:], strict=True))
+    return {"wal_bytes_per_job": round(float(wal) / jobs),
+            "rows_written_per_job": round((inserted + updated + deleted) / jobs, 2),
+            "hot_update_share": round(hot / updated, 3) if updated else None}
+
+
 # ---- fragments of the prefills' INSERT ... SELECT ---------------------------------------------
 def numbers(vendor: str, n: int) -> str:
     """A FROM item with one column ``i``: 1 to ``n`` (PostgreSQL's generate_series, MariaDB's

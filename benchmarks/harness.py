@@ -233,6 +233,7 @@ class Runner:
             system.prefill(inserted)
             unfinished = self.unfinished
         dialects.settle(self.conn, self.vendor)
+        counters = dialects.write_counters(self.conn, self.vendor)
         samples = []  # (seconds since start, done)
         memory = []  # (done, MB summed over the worker tree, {pid: MB})
         workers = Workers(system.worker_specs(processes, **worker_options), system.logdir, label)
@@ -266,6 +267,8 @@ class Runner:
             "n": total, "processes": processes, "done": done, "seconds": elapsed,
             "backlog": feed or total, **worker_options,
             "completed": done >= total, "jobs_per_s": done / elapsed if elapsed else None,
+            # (jobs prefilled by the feed count too: their inserts are in the measure)
+            **dialects.work_per_job(self.conn, counters, done),
         }
         # "Once started": the rate between 10% and 90% done (or over what was done at the cap).
         first = next((s for s in samples if s[1] >= 0.1 * total), None)

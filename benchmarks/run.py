@@ -353,6 +353,8 @@ METRICS = [
     ("Long drain, W=2, once started (jobs/s)", ("drain_long", "steady_jobs_per_s"), "{:,.0f}",
      True),
     ("Drain start-up share (long drain, else the drain): jobs, share", None, "startup", None),
+    ("Drain, WAL bytes per job", ("drain", "wal_bytes_per_job"), "{:,.0f}", False),
+    ("Drain, rows written per job (HOT share of updates)", None, "rows", False),
     ("Drain of jobs writing 1 row, W=2, once started (jobs/s)",
      ("drain_write", "steady_jobs_per_s"), "{:,.0f}", True),
     ("Drain of the same jobs, transactional (the lane), W=2, once started (jobs/s)",
@@ -394,6 +396,12 @@ def cell(result, metric, reasons=False):
         if not isinstance(drain, dict) or "startup_share" not in drain:
             return "n/a"
         return f"{drain['n']:,}, {drain['startup_share']:.0%}"
+    if path is None and fmt == "rows":
+        rows, hot = _get(result, "drain", "rows_written_per_job"), _get(result, "drain",
+                                                                          "hot_update_share")
+        if rows is None:
+            return "n/a"
+        return f"{rows:g} ({hot:.0%})" if hot is not None else f"{rows:g}"
     if path is None:  # memory
         start, end = _get(result, "drain", "rss_mb_start"), _get(result, "drain", "rss_mb_end")
         if start is None:
