@@ -16,7 +16,7 @@ from django_sqlqueue.models import Job
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.workflows import chord
 from tests.chaos.conftest import elapsed, sized
-from tests.support.fleet import Fleet, seed
+from tests.support.fleet import Fleet, running_pids, seed
 from tests.support.waiting import StopWaiting, wait_until
 from tests.testapp.models import Run
 from tests.testapp.tasks import flow_step
@@ -45,13 +45,6 @@ def enqueue_chord(name: str, size: int) -> tuple:
 
 def _succeeded():
     return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
-
-
-def _running_pids() -> set:
-    """The pids of the workers running jobs now (a claim's ``claimed_by`` is host:pid:thread)."""
-    holders = Job.objects.filter(status=JobStatus.RUNNING).values_list("claimed_by", flat=True)
-    return {int(holder.split(":")[1]) for holder in set(holders)
-            if holder and holder.count(":") >= 2 and holder.split(":")[1].isdigit()}
 
 
 def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callback_once(
@@ -93,7 +86,7 @@ def test_kills_during_a_fan_out_and_fan_in_lose_nothing_and_release_each_callbac
         target = done + round(rng.uniform(0.02, 0.98) * BIG_CHORD)
         wait_until(lambda t=target: succeeded() >= t, timeout=600, context=context,
                    what=f"{target} jobs to succeed before kill {len(fleet.killed) + 1}")
-        fleet.kill(rng, among=_running_pids())
+        fleet.kill(rng, among=running_pids())
     wait_until(lambda: succeeded() == total, what="every workflow job to succeed after the kills",
                timeout=900, context=context)
     seconds = elapsed(started)

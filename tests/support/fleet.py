@@ -11,6 +11,16 @@ from django.utils import timezone
 from tests.support.waiting import StopWaiting, wait_until
 
 
+def running_pids() -> set:
+    """The pids of the workers running jobs now (a claim's ``claimed_by`` is host:pid:thread)."""
+    from django_sqlqueue.models import Job
+    from django_sqlqueue.statuses import JobStatus
+
+    holders = Job.objects.filter(status=JobStatus.RUNNING).values_list("claimed_by", flat=True)
+    return {int(holder.split(":")[1]) for holder in set(holders)
+            if holder and holder.count(":") >= 2 and holder.split(":")[1].isdigit()}
+
+
 def seed() -> int:
     """Random seed of the run: SQLQUEUE_CHAOS_SEED to replay one, else new each run (printed)."""
     return int(os.environ.get("SQLQUEUE_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
