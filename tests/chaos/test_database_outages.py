@@ -18,11 +18,14 @@ from django_sqlqueue.statuses import FINISHED_STATUSES, JobStatus
 from tests.chaos.conftest import elapsed, sized, with_attempts
 from tests.chaos.ledger import tally
 from tests.support.fleet import Fleet, seed
+from tests.support.waiting import wait_until
 from tests.testapp.jobs import work
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 JOBS = sized(3_000, 50_000)
+ROUNDS = sized(15, 500)  # of terminated connections
+TOP_UP = 500  # jobs added whenever fewer are left, so that each round finds work going on
 CONCURRENCIES = (1, 2, 4, 1, 2, 4)
 # Jobs whose own writes fail while the database is away are retried after 0.2 s, 0.4 s, ...
 SETTINGS = {
@@ -141,32 +144,40 @@ def test_terminated_connections_lose_no_job_and_stop_no_worker(start_worker, rel
     if connection.vendor == "sqlite":
         pytest.skip("SQLite has no server connections to end")
     rng = random.Random(run_seed := seed())
-    most_rounds = sized(15, 500)
     # Each round ends every connection, so a job can be cut short once a round: the bound on
     # interruptions (max_interruptions, 3 by default, there for a job that stops its workers)
     # is set above the rounds, which a job's runs reached in a CI run once the workers no
     # longer waited out a doubled backoff after each round (1 job of 3,000 ended exhausted).
-    jobs = _enqueue(JOBS, max_interruptions=most_rounds + 1)
+    jobs = _enqueue(JOBS, max_interruptions=ROUNDS + 1)
     started = time.monotonic()
     settings = with_attempts(SETTINGS, max_attempts)
     fleet = Fleet(start_worker, CONCURRENCIES, settings=settings)
-    fleet.wait_until(lambda: _succeeded() >= len(jobs) // 10, what="the fleet to start")
-    rounds = terminated = 0
-    while rounds < most_rounds and _succeeded() < len(jobs):
-        terminated += _terminate_worker_connections()
-        rounds += 1
-        time.sleep(rng.uniform(0.3, 1.0))
-    # Every round terminated connections while jobs were still unfinished (the loop's
-    # condition); the run may end before the last round, but not before the fifth.
-    assert rounds >= 5, f"the run ended after {rounds} round(s) of terminations: too few"
+    # Each round comes once the fleet got a random 2-50% of a top-up done since the last one,
+    # so the workers are connected and working when their connections end; a top-up before
+    # each keeps work ahead of them. Every round is reached by construction, on any machine.
+    # (Rounds every 0.3-1 s until the queue was empty gave a fast machine 6 rounds through
+    # PgBouncer, whose fleet barely notices its server connections ending.) This process's own
+    # statements go through wait_until, which retries them on a fresh connection: through
+    # PgBouncer, its next transaction may be given a server connection the round just ended.
+    terminated = done = 0
+    for n in range(ROUNDS):
+        if len(jobs) - done < TOP_UP:
+            jobs += wait_until(lambda: _enqueue(TOP_UP, max_interruptions=ROUNDS + 1),
+                               what="a top-up of the queue")
+        target = done + round(rng.uniform(0.02, 0.5) * TOP_UP)
+        done = fleet.wait_until(lambda t=target: (count := _succeeded()) >= t and count,
+                                interval=0.05, what=f"{target} jobs to succeed before round "
+                                                    f"{n + 1}")
+        terminated += wait_until(lambda: (_terminate_worker_connections(),),
+                                 what=f"round {n + 1} of terminations")[0]
     seconds = _finish(fleet, jobs, started)
     codes = fleet.stop()
 
     result = tally()
     reliability("terminations", max_attempts=max_attempts, seed=run_seed,
-                workers=len(CONCURRENCIES), rounds=rounds,
+                workers=len(CONCURRENCIES), rounds=ROUNDS,
                 terminated_connections=terminated, worker_exits=0, **result.figures(),
                 seconds=seconds)
     result.assert_clean()
     assert codes == [0] * len(codes), fleet.output()[-5000:]
-    assert rounds >= 5 and terminated >= 5 * len(CONCURRENCIES)
+    assert terminated >= ROUNDS  # each round found the fleet connected: it made progress
