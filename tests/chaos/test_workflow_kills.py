@@ -28,18 +28,19 @@ BIG_CHORD = sized(1_000, 10_000)
 SMALL_CHORDS, SMALL_SIZE = sized((10, 20), (0, 0))
 CONCURRENCIES = (4, 4, 4, 4)
 MIN_KILLS = 5
-# As test_kills.py: a dead worker's jobs are rescued at the next maintenance pass; its jobs'
-# interruptions are not limited here (a job may be hit by many kills in a row).
+# As test_kills.py: a dead worker's jobs are rescued at the next maintenance pass.
 SETTINGS = {
     "LEASE_SECONDS": 10, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.5,
-    "MAX_INTERRUPTIONS": 1000,
 }
+# Its jobs' interruptions are out of reach (a job may be hit by many kills in a row): a job's
+# own bound, set when it is enqueued (a worker's SQLQUEUE setting does not change it).
+STEP = flow_step.using(max_interruptions=1000)
 
 
 def enqueue_chord(name: str, size: int) -> tuple:
     tags = [f"{name}-{n}" for n in range(size)]
-    flow = chord([flow_step.s(tag=tag, sleep_ms=5) for tag in tags],
-                 flow_step.s(tag=f"{name}-callback", expect=[tags], sleep_ms=5)).enqueue()
+    flow = chord([STEP.s(tag=tag, sleep_ms=5) for tag in tags],
+                 STEP.s(tag=f"{name}-callback", expect=[tags], sleep_ms=5)).enqueue()
     return [job.pk for job in flow.jobs[:-1]], flow.jobs[-1].pk
 
 

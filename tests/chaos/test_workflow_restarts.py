@@ -47,9 +47,12 @@ KILLS_BEFORE, RESTART_AT, KILLS_AFTER = (0.1, 0.25), 0.4, (0.6,)
 # the database is away runs again after 0.2 s, 0.4 s, ...).
 SETTINGS = {
     "LEASE_SECONDS": 10, "MAINTENANCE_INTERVAL_SECONDS": 0.5, "POLL_INTERVAL_SECONDS": 0.3,
-    "MAX_INTERRUPTIONS": 1000, "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2,
+    "BACKOFF_SECONDS": 0.2, "MIN_RETRY_DELAY_SECONDS": 0.2,
     "MAX_RETRY_DELAY_SECONDS": 10, "MAX_ATTEMPTS": 25,
 }
+# Its jobs' interruptions are out of reach (a job may be hit by several kills): a job's own
+# bound, set when it is enqueued (a worker's SQLQUEUE setting does not change it).
+STEP = flow_step.using(max_interruptions=1000)
 
 
 def _group_runs(callback: int) -> int:
@@ -90,10 +93,10 @@ def test_kills_and_a_database_restart_during_a_fan_out_lose_nothing_and_run_the_
     # in an hour) until every event has happened: so each one falls in the fan-out, with the
     # callback waiting.
     gates = {int(GROUP * share): tmp_path / f"gate-{share}" for share in KILLS_BEFORE + KILLS_AFTER}
-    steps = [flow_step.s(tag=tag, sleep_ms=5, gate=str(gates[n]) if n in gates else None)
+    steps = [STEP.s(tag=tag, sleep_ms=5, gate=str(gates[n]) if n in gates else None)
              for n, tag in enumerate(tags[:-1])]
-    steps.append(flow_step.s(tag=tags[-1], sleep_ms=5).using(delay=3600))
-    flow = chord(steps, flow_step.s(tag="callback", expect=[tags])).enqueue()
+    steps.append(STEP.s(tag=tags[-1], sleep_ms=5).using(delay=3600))
+    flow = chord(steps, STEP.s(tag="callback", expect=[tags])).enqueue()
     members, callback = [job.pk for job in flow.jobs[:-1]], flow.jobs[-1].pk
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS)
