@@ -42,6 +42,23 @@ elif SYSTEM == "rq":
 elif SYSTEM == "django_tasks_db":
     INSTALLED_APPS += ["django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+elif SYSTEM == "dj_queue":
+    INSTALLED_APPS += ["dj_queue"]
+    DATABASE_ROUTERS = ["dj_queue.routers.DjQueueRouter"]  # as its README sets it up
+    # One `manage.py dj_queue` supervisor; its one worker entry forks as many worker processes as
+    # the other systems' workers (BENCH_DJQ_PROCESSES, set by the driver). Every other option at
+    # dj-queue's default: 3 threads per worker process, 0.1 s polling, LISTEN/NOTIFY wake-ups,
+    # a dispatcher and a scheduler process, successful jobs kept (the scheduler clears them after
+    # a day). CONN_MAX_AGE = 60, as dj-queue's README recommends for workers: it closes a
+    # thread's connection around each poll and each job (close_old_connections), so with
+    # Django's default of 0 each job opened a new connection (drain 100-120 jobs/s against
+    # 440-600 in the driver's first runs).
+    DATABASES["default"]["CONN_MAX_AGE"] = 60
+    TASKS = {"default": {
+        "BACKEND": "dj_queue.backend.DjQueueBackend",
+        "QUEUES": [],
+        "OPTIONS": {"workers": [{"processes": int(os.environ.get("BENCH_DJQ_PROCESSES", "1"))}]},
+    }}
 elif SYSTEM == "procrastinate":
     INSTALLED_APPS += ["procrastinate.contrib.django"]
 elif SYSTEM == "django_q2":

@@ -211,12 +211,14 @@ class Runner:
 
     # drain -----------------------------------------------------------------------------------
     def drain(self, n: int, processes: int, cap: float, label: str = "drain", *,
-              feed: int | None = None, write: bool = False, **worker_options) -> dict | None:
+              feed: int | None = None, write: bool = False, work: bool = False,
+              **worker_options) -> dict | None:
         """Run ``processes`` workers over ``n`` no-op jobs. With ``feed``, the queue is not filled
         up front but kept at about ``feed`` ready jobs, topped up as the workers take them (the
         memory scenario: many jobs through one worker, without a huge backlog). With ``write``,
         each job inserts one ``benchapp_order`` row instead, and a job counts as done once its
-        row is committed (the same measure for every system, whatever its queue)."""
+        row is committed (the same measure for every system, whatever its queue). With
+        ``work``, the database's work per job too (PostgreSQL: WAL bytes, rows written)."""
         system = self.system
         if write and not system.has_write_jobs:
             return None
@@ -233,7 +235,7 @@ class Runner:
             system.prefill(inserted)
             unfinished = self.unfinished
         dialects.settle(self.conn, self.vendor)
-        counters = dialects.write_counters(self.conn, self.vendor)
+        counters = dialects.write_counters(self.conn, self.vendor) if work else None
         samples = []  # (seconds since start, done)
         memory = []  # (done, MB summed over the worker tree, {pid: MB})
         workers = Workers(system.worker_specs(processes, **worker_options), system.logdir, label)
@@ -456,7 +458,7 @@ def _run_one(runner, system, scenario, sizes, config):
         if scenario == "bulk":
             return runner.bulk()
         if scenario == "drain":
-            return runner.drain(runner._size("drain"), processes, cap)
+            return runner.drain(runner._size("drain"), processes, cap, work=True)
         if scenario == "drain_long":  # start-up under 10% of the drain
             return runner.drain(runner._size("drain_long"), processes,
                                 sizes["drain_long_cap_s"], label=scenario)

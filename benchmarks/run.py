@@ -28,10 +28,11 @@ from benchmarks.pg import BenchCluster  # noqa: E402
 from benchmarks.redis_server import RedisServer  # noqa: E402
 from benchmarks.workflows import report_lines as workflow_lines  # noqa: E402
 
-SYSTEMS = ["sqlqueue", "pgqueuer", "procrastinate", "django_tasks_db", "django_q2", "raquel",
-           "chancy", "celery", "celery_solo", "rq"]
+SYSTEMS = ["sqlqueue", "pgqueuer", "oban", "procrastinate", "django_tasks_db", "dj_queue",
+           "django_q2", "raquel", "chancy", "celery", "celery_solo", "rq"]
 LABELS = {
-    "sqlqueue": "django-sqlqueue", "pgqueuer": "pgqueuer", "procrastinate": "procrastinate",
+    "sqlqueue": "django-sqlqueue", "pgqueuer": "pgqueuer", "oban": "Oban for Python",
+    "procrastinate": "procrastinate", "dj_queue": "dj-queue",
     "django_tasks_db": "django-tasks-db", "django_q2": "django-q2 (ORM)", "raquel": "raquel",
     "chancy": "Chancy", "celery": "Celery + Redis", "celery_solo": "Celery + Redis (solo)",
     "rq": "RQ (django-rq)",
@@ -43,7 +44,7 @@ VENV_OF = {"celery_solo": "celery"}
 #: The MariaDB phase (issue 19): the systems that also run on MariaDB, measured on one throwaway
 #: MariaDB server after the PostgreSQL systems, with these scenarios. (The claim scenario's
 #: finished rows and the PostgreSQL settings of the extra scenarios are PostgreSQL-only.)
-MARIADB_SYSTEMS = ["sqlqueue", "django_tasks_db", "django_q2"]
+MARIADB_SYSTEMS = ["sqlqueue", "django_tasks_db", "dj_queue", "django_q2"]
 MARIADB_SCENARIOS = ["enqueue", "bulk", "drain", "pickup"]
 
 SIZES = {
@@ -52,7 +53,7 @@ SIZES = {
     "bulk_enqueue": {"default": 20_000, "django_tasks_db": 5_000, "django_q2": 5_000,
                      "raquel": 1_000},
     "drain": {"default": 20_000, "procrastinate": 10_000, "django_tasks_db": 5_000,
-              "django_q2": 1_000, "raquel": 5_000, "chancy": 1_000},
+              "django_q2": 1_000, "raquel": 5_000, "chancy": 1_000, "dj_queue": 5_000},
     "drain_cap_s": 40,  # a drain stops here; the rate is then done / elapsed
     "pickup_rate": 5,  # jobs per second, Poisson arrivals: low enough for every system's workers
     "pickup_jobs": 100,
@@ -104,6 +105,7 @@ EXTRA = {
     "pgqueuer": ["enqueue_autocommit", "enqueue16", "drain_long"],
     "procrastinate": ["enqueue_autocommit", "enqueue16", "drain_write"],
     "chancy": ["enqueue_autocommit", "enqueue16"],
+    "oban": ["enqueue_autocommit", "enqueue16", "drain_long"],
     "celery": ["enqueue_autocommit", "enqueue16", "drain_long", "drain_write"],
     "rq": ["enqueue_autocommit", "enqueue16", "drain_write"],
 }

@@ -7,8 +7,9 @@
 # 2. Runs benchmarks/run.py in django-sqlqueue's virtualenv: a throwaway PostgreSQL (fsync on) and
 #    a throwaway Redis (for Celery and RQ; redis-server is installed with apt-get when missing),
 #    every scenario for every system, pgbench, then the MariaDB phase (a throwaway MariaDB server
-#    for django-sqlqueue, django-tasks-db and django-q2; mariadb-server and libmariadb-dev are
-#    installed with apt-get when missing, mysqlclient into those three virtualenvs), then the
+#    for django-sqlqueue, django-tasks-db, dj-queue and django-q2; mariadb-server and
+#    libmariadb-dev are installed with apt-get when missing, mysqlclient into those four
+#    virtualenvs), then the
 #    markdown tables, the results JSON (benchmarks/results/) and the chart
 #    (docs/images/benchmarks.png).
 # Extra arguments go to run.py, e.g. `bash benchmarks/run.sh --quick --systems sqlqueue,pgqueuer`;
@@ -20,7 +21,7 @@ mariadb=1
 for arg in "$@"; do
   if [ "$arg" = --no-mariadb ]; then mariadb=0; fi
 done
-MARIADB_SYSTEMS="sqlqueue django_tasks_db django_q2"
+MARIADB_SYSTEMS="sqlqueue django_tasks_db dj_queue django_q2"
 
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -89,7 +90,7 @@ make_venv() {  # make_venv NAME PIP_ARGS...
 echo "==> Virtualenvs in $VENVS with $("$PY" --version)"
 make_venv sqlqueue -e ".[postgres]" -r benchmarks/requirements/sqlqueue.txt \
   -r benchmarks/requirements/harness.txt &
-for peer in pgqueuer procrastinate django_tasks_db django_q2 raquel chancy celery rq; do
+for peer in pgqueuer oban procrastinate django_tasks_db dj_queue django_q2 raquel chancy celery rq; do
   make_venv "$peer" -r "benchmarks/requirements/$peer.txt" &
 done
 wait

@@ -69,6 +69,17 @@ elif SYSTEM == "django_tasks_db":
     def pickup(key):
         record_pickup(key)
 
+elif SYSTEM == "dj_queue":  # Django's Tasks framework, dj-queue as its backend
+    from django.tasks import task
+
+    @task
+    def noop(i=0):
+        return None
+
+    @task
+    def pickup(key):
+        record_pickup(key)
+
 elif SYSTEM == "procrastinate":
     from procrastinate.contrib.django import app
 

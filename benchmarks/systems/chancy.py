@@ -93,7 +93,7 @@ class System(harness.System):
     def enqueue_pickup(self, key):
         self.app.sync_push(self.pickup.with_kwargs(key=key))
 
-    def worker_specs(self, processes):
+    def worker_specs(self, count):
         chancy = str(Path(sys.executable).parent / "chancy")  # the command Chancy installs
         argv = [chancy, "--app", "benchmarks.systems.chancy.make_app", "worker", "start"]
         env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}

@@ -80,10 +80,10 @@ class System(harness.System):
     def enqueue_pickup(self, key):
         self.queries.enqueue("pickup", str(key).encode())
 
-    def worker_specs(self, processes):
+    def worker_specs(self, count):
         argv = [sys.executable, "-m", "benchmarks.systems.pgqueuer"]
         env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}
-        return [(argv, env) for _ in range(processes)]
+        return [(argv, env) for _ in range(count)]
 
     def close(self):
         self.conn.close()

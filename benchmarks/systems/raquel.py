@@ -65,10 +65,10 @@ class System(harness.System):
     def enqueue_pickup(self, key):
         self.rq.enqueue("default", {"pickup": key})
 
-    def worker_specs(self, processes):
+    def worker_specs(self, count):
         argv = [sys.executable, "-m", "benchmarks.systems.raquel"]
         env = {"PYTHONPATH": str(processes.ROOT), "BENCH_DSN": self.dsn}
-        return [(argv, env) for _ in range(processes)]
+        return [(argv, env) for _ in range(count)]
 
     # claim time: raquel's own claim (rq.claim) ----------------------------------------------
     def claim_setup(self, ready):
