@@ -386,6 +386,17 @@ def _reason(error: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
+#: What a drain cost the database (PostgreSQL's WAL and rows): not a figure of a queue in Redis.
+WORK_KEYS = ("wal_bytes_per_job", "rows_written_per_job", "hot_update_share")
+
+
+def _metric(result, path):
+    """``_get(result, *path)``, or None for the database's work of a system queued in Redis."""
+    if path[-1] in WORK_KEYS and result.get("system") in REDIS_SYSTEMS:
+        return None
+    return _get(result, *path)
+
+
 def cell(result, metric, reasons=False):
     """One cell; with ``reasons``, a system or scenario that failed says why ("n/a: ...")."""
     label, path, fmt, _ = metric
@@ -399,8 +410,8 @@ def cell(result, metric, reasons=False):
             return "n/a"
         return f"{drain['n']:,}, {drain['startup_share']:.0%}"
     if path is None and fmt == "rows":
-        rows, hot = _get(result, "drain", "rows_written_per_job"), _get(result, "drain",
-                                                                          "hot_update_share")
+        rows = _metric(result, ("drain", "rows_written_per_job"))
+        hot = _metric(result, ("drain", "hot_update_share"))
         if rows is None:
             return "n/a"
         return f"{rows:g} ({hot:.0%})" if hot is not None else f"{rows:g}"
@@ -409,7 +420,7 @@ def cell(result, metric, reasons=False):
         if start is None:
             return "n/a"
         return f"{start:.0f} → {end:.0f}"
-    value = _get(result, *path)
+    value = _metric(result, path)
     if value is None:
         scenario = _get(result, path[0])
         if isinstance(scenario, dict) and "error" in scenario:
@@ -608,7 +619,7 @@ def system_tables(results, metrics, report, reasons=False) -> list:
             for peer in peers:
                 theirs = by_name[peer]
                 row.append("n/a" if "error" in theirs else
-                           ratio_text(_get(ours, *path), _get(theirs, *path), higher))
+                           ratio_text(_metric(ours, path), _metric(theirs, path), higher))
             lines.append(f"| {metric_label(metric, report)} | " + " | ".join(row) + " |")
         lines.append("")
     return lines
