@@ -58,18 +58,7 @@ if SYSTEM == "sqlqueue":
     def fanin_done(results, tag=""):
         record_pickup(f"{tag}:{sum(result is not None for result in results)}")
 
-elif SYSTEM == "django_tasks_db":
-    from django.tasks import task
-
-    @task
-    def noop(i=0):
-        return None
-
-    @task
-    def pickup(key):
-        record_pickup(key)
-
-elif SYSTEM == "dj_queue":  # Django's Tasks framework, dj-queue as its backend
+elif SYSTEM in ("django_tasks_db", "dj_queue"):  # Django's Tasks framework, their backends
     from django.tasks import task
 
     @task
