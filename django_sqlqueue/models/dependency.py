@@ -2,6 +2,7 @@
 (docs/workflows.md)."""
 
 from django.db import models
+from django.db.models import OuterRef, Subquery
 
 
 class JobDependency(models.Model):
@@ -36,9 +37,9 @@ class JobDependency(models.Model):
 
 def parent_results(job) -> list:
     """``job``'s parents' results in their order (``Job.parent_results``)."""
-    links = (JobDependency.objects.using(job._state.db).filter(child_id=job.pk)
-             .order_by("position").values_list("parent_id", flat=True))
-    parent_ids = list(links)
-    results = dict(type(job)._default_manager.using(job._state.db)
-                   .filter(pk__in=parent_ids, status="succeeded").values_list("pk", "result"))
-    return [results.get(pk) for pk in parent_ids]
+    # One query: each edge with its parent's result if it succeeded. A subquery, not a join: a
+    # pruned parent's edge stays (no foreign key) and gives None in its place.
+    succeeded = (type(job)._default_manager.filter(pk=OuterRef("parent_id"), status="succeeded")
+                 .values("result")[:1])
+    return list(JobDependency.objects.using(job._state.db).filter(child_id=job.pk)
+                .order_by("position").values_list(Subquery(succeeded), flat=True))

@@ -62,21 +62,29 @@ def settle(model, alias: str, finished: dict) -> list:
                 counted[child] += 1
             else:
                 doomed.setdefault(child, parent)
-        # Lock the children in id order before changing them (see the module's docstring).
-        list(jobs.filter(pk__in=sorted({edge[1] for edge in edges})).order_by("pk")
-             .select_for_update().values_list("pk", flat=True))
-        by_count = defaultdict(list)
+        # Lock the children in id order before changing them (see the module's docstring),
+        # reading what the changes below depend on: locked, the rows stay as read until commit.
+        locked = {pk: (pending, status, queue) for pk, pending, status, queue in
+                  jobs.filter(pk__in=sorted({edge[1] for edge in edges})).order_by("pk")
+                  .select_for_update().values_list("pk", "parents_pending", "status", "queue")}
+        # One UPDATE per (count, released): a chain's step, or a chord's member, is one.
+        changes, queued = defaultdict(list), []
         for child, count in counted.items():
-            by_count[count].append(child)
-        for count, children in by_count.items():
-            jobs.filter(pk__in=children, parents_pending__gte=count).update(
-                parents_pending=F("parents_pending") - count)
+            pending, status, queue = locked[child]
+            lowered = count if pending >= count else 0  # never below 0
+            release = (pending == lowered and status == JobStatus.WAITING
+                       and child not in doomed)
+            if lowered or release:
+                changes[lowered, release].append(child)
+            if release:
+                queued.append((child, queue))
+        for (lowered, release), children in changes.items():
+            values = {"parents_pending": F("parents_pending") - lowered} if lowered else {}
+            if release:
+                values["status"] = JobStatus.QUEUED
+            jobs.filter(pk__in=children).update(**values)
         finished = _cancel(jobs, doomed, finished, now)
-        ready = jobs.filter(pk__in=[child for child in counted if child not in doomed],
-                            status=JobStatus.WAITING, parents_pending=0)
-        queued = list(ready.values_list("pk", "queue"))
         if queued:
-            ready.filter(pk__in=[pk for pk, _ in queued]).update(status=JobStatus.QUEUED)
             released += [pk for pk, _ in queued]
             _wake(alias, {queue for _, queue in queued})
     return released

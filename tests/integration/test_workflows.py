@@ -69,6 +69,17 @@ def test_a_chord_callback_runs_once_after_its_group_with_results_in_group_order(
     assert Job.objects.get(pk=flow.jobs[-1].pk).attempts == 1
 
 
+def test_parent_results_keep_their_order_with_none_for_a_pruned_or_unfinished_parent():
+    flow = chord(group(add.s(n, 1) for n in range(3)), add.s(0)).enqueue()
+    first, second, third, callback = (Job.objects.get(pk=job.pk) for job in flow.jobs)
+    for parent in (first, third):
+        (claimed,) = Job.objects.filter(pk=parent.pk).claim(None, "w", limit=1)
+        run_job(claimed)
+    Job.objects.filter(pk=first.pk).delete()  # pruned: its edge stays (no foreign key)
+    assert JobDependency.objects.filter(child_id=callback.pk).count() == 3
+    assert callback.parent_results() == [None, None, 3]  # pruned, still queued, succeeded
+
+
 def test_a_group_in_a_chain_fans_out_then_in():
     chain(flow_step.s(tag="start"),
           group(flow_step.s(tag="x", expect=["start"]), flow_step.s(tag="y", expect=["start"])),
