@@ -45,6 +45,11 @@ class Fetcher:
         self.parent_pid = os.getppid()
         self.claimed_total = 0
         self.claimed_full_batch = False  # the last claim got all it asked for: claim again
+        # Whether a freed slot should claim at once (``slot_freed``): the last claim was held
+        # back by the slots, so jobs may be waiting for one. Not after a claim that found fewer
+        # jobs than it asked for: the queue was empty then, and new jobs wake the fetcher
+        # themselves (a NOTIFY, the in-process wake-up, the poll).
+        self.owes_claim = True
         settings = get_settings()
         # Claims after the last claimed job while full claims are slow (a long transaction).
         self.claim_bound = ClaimBound(settings.SLOW_CLAIM_SECONDS,
@@ -54,6 +59,15 @@ class Fetcher:
         # The paused and limited queues (claim/limited.py), read again once per poll interval:
         # that is how soon every worker follows a pause, a resume or a new limit.
         self.controls = QueueControls(read_at=-float("inf"))
+
+    def slot_freed(self) -> None:
+        """The pool's ``on_slot_free``: a job's thread is done. Claim for it only if jobs may
+        be waiting for a slot, or if a slot is what the process waits for to end (``--burst``,
+        a recycle). A claim that finds nothing costs a statement, and the thread that has just
+        finished is on its way to write its outcome: a workflow's next step waits for that
+        write, not for a claim that comes before it."""
+        if self.owes_claim or self.config.burst or self.draining:
+            self.wakeup.poke()
 
     def drain(self, reason: str) -> None:
         """Stop claiming; once the running jobs are done, recycle (``reason`` says why)."""
@@ -101,6 +115,11 @@ class Fetcher:
         if self.stopping.is_set() or self.recycle_reason:
             return False
         claimed = self._claim()
+        if time.monotonic() - self.controls.read_at >= self.config.poll_interval / 2:
+            # Read after the claim, before the wait, so that the claim after a wake-up seldom
+            # pays for it (``_controls`` reads them there only once they are a poll interval
+            # old: every worker still follows a pause or a new limit within one).
+            self.controls = read_controls(Queue, self.alias)
         if self.wakeup.peers_due():
             # How many workers share a NOTIFY with this one (worker/wakeup.py, Claimers); after
             # the claim, so that it never delays one.
@@ -146,6 +165,7 @@ class Fetcher:
         if self.config.max_jobs is not None:
             free = min(free, self.config.max_jobs - self.claimed_total)
         if free <= 0:
+            self.owes_claim = True
             return []
         controls = self._controls()
         started = time.monotonic()
@@ -160,7 +180,7 @@ class Fetcher:
         )
         self.claim_bound.claimed(jobs, bounded=after is not None,
                                  seconds=time.monotonic() - started, now=started)
-        self.claimed_full_batch = len(jobs) == free
+        self.claimed_full_batch = self.owes_claim = len(jobs) == free
         if jobs:
             self.wakeup.found_jobs()
         for job in jobs:

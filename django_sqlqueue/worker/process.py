@@ -57,7 +57,7 @@ class WorkerProcess(WorkerReporting):
         self.writer = OutcomeWriter(alias=self.alias, outcome_deadline=10 * config.lease_seconds)
         self.pool = Pool(
             config.concurrency, alias=self.alias, default_timeout=config.default_timeout,
-            on_slot_free=self.wakeup.poke, writer=self.writer, on_result=self._finished,
+            on_slot_free=self._slot_freed, writer=self.writer, on_result=self._finished,
             worker_id=self.worker_id,
             async_size=config.async_concurrency,
             block_warning_seconds=config.block_warning_seconds,
@@ -152,6 +152,10 @@ class WorkerProcess(WorkerReporting):
             self._say(f"recycling: {reason}", "worker.recycling", reason=reason)
             return RECYCLE_EXIT_CODE
         return 0
+
+    def _slot_freed(self) -> None:
+        """The pool's ``on_slot_free``: the fetcher decides whether to claim for it."""
+        self.fetcher.slot_freed()
 
     def _finished(self, result) -> None:
         """Each attempt whose outcome was written (or lost), as execution.RunResult."""

@@ -66,6 +66,39 @@ def test_one_step_claims_into_the_free_slots_and_burst_stops_when_nothing_is_lef
     assert Job.objects.count() == len(jobs)
 
 
+def test_a_freed_slot_claims_at_once_only_while_jobs_may_wait_for_a_slot():
+    # The pool's threads are not started: claimed jobs stay held, and the test frees "slots" by
+    # calling what the pool calls. A claim that found fewer jobs than slots emptied the queue:
+    # a slot freed after it claims nothing new, so it does not wake the fetcher (new jobs do).
+    process = worker(concurrency=2, async_concurrency=0)
+    add.enqueue(1, 1)
+    assert process.fetcher.step() is True
+    assert len(process.pool.held()) == 1  # one job for two slots
+    process.wakeup.event.clear()
+    process._slot_freed()
+    assert not process.wakeup.event.is_set()
+    # A claim that filled the slots may have left jobs behind: a freed slot claims at once.
+    for n in range(3):
+        add.enqueue(n, n)
+    assert process.fetcher.step() is True
+    assert len(process.pool.held()) == 2  # the last slot filled; two jobs left queued
+    process.wakeup.event.clear()
+    process._slot_freed()
+    assert process.wakeup.event.is_set()
+    # With no slot free the claim is skipped, and is owed to the next freed slot.
+    process.fetcher.owes_claim = False
+    assert process.fetcher.step() is True
+    process.wakeup.event.clear()
+    process._slot_freed()
+    assert process.wakeup.event.is_set()
+    # --burst ends once the pool is idle: every freed slot wakes it to look.
+    burst = worker(concurrency=2, burst=True)
+    burst.fetcher.owes_claim = False
+    burst.wakeup.event.clear()
+    burst._slot_freed()
+    assert burst.wakeup.event.is_set()
+
+
 def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once(monkeypatch):
     # The fetcher releases a job claimed ahead that waited too long for a thread, and its very
     # next claim may take the same row again. The released claim is still in the threads' inbox:
