@@ -11,6 +11,34 @@ class WriteStatements:
     """Part of :class:`~django_sqlqueue.db.base.DatabaseDriver`: ``self.connection`` is the
     driver's connection, ``self.columns`` and ``self.now_sql`` its own."""
 
+    # ---- a workflow's edges (transitions/settle.py) -------------------------------------------
+
+    def resolve_edges(self, edge_model, *, parents: list, now) -> tuple[str, list]:
+        """Mark the unresolved edges of ``parents`` (job ids) resolved at ``now``, each row
+        locked in (child, id) order first, and return their ``(id, child_id, parent_id,
+        run_anyway)``; (statement, params) for ``returning.fetch``. One statement where the
+        database has ``UPDATE ... RETURNING`` (the lock and the change of a workflow's step are
+        one round trip); MariaDB says it in steps."""
+        table = self.connection.ops.quote_name(edge_model._meta.db_table)
+        col = self.columns(edge_model, ("id", "child", "parent", "run_anyway", "resolved_at"))
+        picked_sql = self._unresolved(table, col, len(parents))
+        return (f"UPDATE {table} SET {col['resolved_at']} = %s "  # noqa: S608 - names only
+                f"WHERE {self.among_picked(col['id'], picked_sql)} "
+                f"RETURNING {col['id']}, {col['child']}, {col['parent']}, {col['run_anyway']}",
+                [self._resolved_at(edge_model, now), *parents])
+
+    def _resolved_at(self, edge_model, now):
+        return edge_model._meta.get_field("resolved_at").get_db_prep_value(now, self.connection)
+
+    def _unresolved(self, table: str, col: dict, count: int) -> str:
+        """SELECT the ids of the unresolved edges of ``count`` parents (parameters), locked
+        ``FOR UPDATE`` in (child, id) order where the database locks rows."""
+        lock = " FOR UPDATE" if self.connection.features.has_select_for_update else ""
+        return (f"SELECT {col['id']} FROM {table} "  # noqa: S608 - names only
+                f"WHERE {col['parent']} IN ({', '.join(['%s'] * count)}) "
+                f"AND {col['resolved_at']} IS NULL "
+                f"ORDER BY {col['child']}, {col['id']}{lock}")
+
     # ---- the outcome write ------------------------------------------------------------------
 
     #: The job columns the outcome write names.

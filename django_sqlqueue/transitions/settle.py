@@ -28,7 +28,7 @@ from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
-from ..db import ops
+from ..db import ops, returning
 from ..enqueue import notify
 from ..statuses import FINISHED_STATUSES, JobStatus
 
@@ -46,16 +46,18 @@ def settle(model, alias: str, finished: dict) -> list:
     finished = {pk: status for pk, status in finished.items()
                 if status in FINISHED_STATUSES or status == DELETED}
     jobs = model._default_manager.db_manager(alias)
-    dependencies = edge_table(model)._default_manager.db_manager(alias)
+    connection = connections[alias]
     released = []
     while finished:
-        edges = list(dependencies.filter(parent_id__in=list(finished), resolved_at__isnull=True)
-                     .order_by("child_id", "pk").select_for_update()
-                     .values_list("pk", "child_id", "parent_id", "run_anyway"))
+        now = timezone.now()
+        # Locked in (child, id) order and marked resolved, in one statement where it can be;
+        # then in that order here too (which failed parent a child's cancel names).
+        statement = ops(connection).resolve_edges(edge_table(model), parents=list(finished),
+                                                  now=now)
+        edges = sorted(returning.fetch(connection, *statement),
+                       key=lambda edge: (edge[1], edge[0]))
         if not edges:
             break
-        now = timezone.now()
-        dependencies.filter(pk__in=[edge[0] for edge in edges]).update(resolved_at=now)
         counted, doomed = defaultdict(int), {}
         for _, child, parent, run_anyway in edges:
             if finished[parent] == JobStatus.SUCCEEDED or run_anyway:

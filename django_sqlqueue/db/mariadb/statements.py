@@ -182,6 +182,19 @@ def claim_jobs(picked_ids_sql, table, pk, sets: list, set_params: int, columns: 
     )
 
 
+def resolve_edges(table, col: dict, picked_sql: str) -> Stepped:
+    """resolve_edges on MariaDB: lock the unresolved edges ``picked_sql`` picks, UPDATE them
+    resolved (the first parameter, the time), read back (id, child, parent, run_anyway)."""
+    where = _in(col["id"])
+    return Stepped(
+        lock=picked_sql,
+        update=where(f"UPDATE {table} SET {col['resolved_at']} = %s"),  # noqa: S608 - names only
+        read=where(f"SELECT {col['id']}, {col['child']}, {col['parent']}, "  # noqa: S608
+                   f"{col['run_anyway']} FROM {table}"),
+        split=lambda params: (params[1:], params[:1]),
+    )
+
+
 #: The columns of record_outcomes' JSON document (pieces.outcome_row), as JSON_TABLE reads them.
 OUTCOME_COLUMNS = (
     "id BIGINT PATH '$.id', token CHAR(36) PATH '$.token', status VARCHAR(16) PATH '$.status', "
