@@ -1,7 +1,8 @@
 """Sustained load with and without a long transaction: what dead rows do to claims and pickup.
 
     python benchmarks/sustained_load.py [--minutes 10] [--after-minutes 0]
-        [--variants tuned,untuned] [--capacity JOBS_PER_S] [--plot PATH]
+        [--variants tuned,untuned] [--capacity JOBS_PER_S] [--share 0.5] [--no-transaction]
+        [--plot PATH]
 
 (the virtualenv of run.sh, ``benchmarks/.venvs/sqlqueue``, which has matplotlib; any virtualenv
 with django-sqlqueue's ``postgres`` extra runs it without ``--plot``). Starts a throwaway
@@ -13,14 +14,18 @@ each variant, on a fresh database:
    drained by two ``runworker`` processes (``--processes 2``); the drain rate, from the first to
    the last claim, is this machine's capacity right now.
 2. **load**: the same two workers, started again, while this script enqueues at half that rate
-   (a batch every 100 ms, one INSERT with ``pg_notify`` per batch, as ``bulk_enqueue`` does) for
+   (``--share``; a batch every 100 ms, one INSERT with ``pg_notify`` per batch, as
+   ``bulk_enqueue`` does) for
    ``--minutes`` minutes alone (*quiet*), then ``--minutes`` more with, from a quarter to three
    quarters of them, a transaction held open by another session: ``BEGIN ISOLATION LEVEL
    REPEATABLE READ; SELECT txid_current(); SELECT count(*) FROM django_sqlqueue_job;`` then idle
    in transaction until it commits; ``--after-minutes`` more minutes after that phase watch the
    recovery (7.5 with ``--minutes 10``: the 10 minutes after the transaction). The workers
    prune succeeded jobs older than 60 seconds (``KEEP_SUCCEEDED_SECONDS``), looking every 10 s
-   (``PRUNE_INTERVAL_SECONDS``), so the table has a steady size when vacuum keeps up.
+   (``PRUNE_INTERVAL_SECONDS``), so the table has a steady size when vacuum keeps up. With
+   ``--no-transaction`` no transaction is held: issue 41's sustained run (``--minutes 15
+   --share 0.8 --no-transaction``: 30 minutes at 0.8x the capacity), whose summary says whether
+   the workers kept up (the backlog at the end, and the jobs finished against those enqueued).
 
 Variants: ``tuned`` is the job table as migration 0011 leaves it (its storage parameters, see
 ``sql.job_table_storage_parameters``); ``untuned`` resets them to PostgreSQL's defaults first.
@@ -347,7 +352,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
         cluster.psql(db, statements.reset_job_table_storage_parameters())
     reloptions = cluster.psql(db, f"SELECT reloptions FROM pg_class WHERE relname = '{TABLE}'")  # noqa: S608, E501
     capacity = args.capacity or measure_capacity(cluster, db, env, logdir, variant)
-    rate = capacity / 2
+    rate = capacity * args.share
     print(f"{variant}: capacity {capacity:,.0f} jobs/s, enqueueing {rate:,.0f} jobs/s; "
           f"reloptions {reloptions or 'none'}", flush=True)
     length = args.minutes * 60
@@ -365,13 +370,15 @@ def run_variant(variant, cluster, args, logdir) -> dict:
                               daemon=True)
     enqueuer.start()
     sampler.start()
-    holder.start()
+    if args.transaction:
+        holder.start()
     try:
         while time.monotonic() - started < end:
             time.sleep(1)
     finally:
         stopping.set()
-        holder.join()
+        if args.transaction:
+            holder.join()
         enqueuer.stop()
         sampler.stop()
         stop_workers(proc, log)
@@ -381,12 +388,16 @@ def run_variant(variant, cluster, args, logdir) -> dict:
               "long transaction": held,
               "first minute after it": (held[1], held[1] + 60),
               "after that": (held[1] + 60, end)}
+    if not args.transaction:  # the same load throughout: its minutes in four quarters
+        phases = {f"quarter {n + 1}": (n * end / 4, (n + 1) * end / 4) for n in range(4)}
     summary = summarise(samples, phases)
     result = {"variant": variant, "capacity_jobs_per_s": round(capacity),
               "enqueue_jobs_per_s": round(rate), "minutes": args.minutes,
               "after_minutes": args.after_minutes,
-              "transaction_held_s": list(held), "reloptions": reloptions, "phases": summary,
-              "enqueued": sum(b - a + 1 for _, a, b in enqueuer.batches)}
+              "transaction_held_s": list(held) if args.transaction else None,
+              "reloptions": reloptions, "phases": summary,
+              "enqueued": sum(b - a + 1 for _, a, b in enqueuer.batches),
+              "ready_at_end": samples[-1]["ready"] if samples else None}
     if "quiet" in summary:
         result["recovery"] = recovery(samples, summary["quiet"], held[1])
     result["samples"] = samples
@@ -421,12 +432,14 @@ def plot(results, path: Path):
             axis.set_ylabel(label)
             if log:
                 axis.set_yscale("log")
-    start, end = results[0]["transaction_held_s"]
+    held = results[0]["transaction_held_s"]
     for axis in axes:
-        axis.axvspan(start / 60, end / 60, color="0.85", zorder=0)
+        if held:
+            axis.axvspan(held[0] / 60, held[1] / 60, color="0.85", zorder=0)
         axis.grid(True, linewidth=0.3)
     axes[0].legend(loc="upper left")
-    axes[-1].set_xlabel("minutes (grey: a REPEATABLE READ transaction held open)")
+    axes[-1].set_xlabel("minutes (grey: a REPEATABLE READ transaction held open)" if held
+                        else "minutes")
     figure.suptitle("Sustained load, two worker processes, finished jobs pruned after 60 s")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
@@ -442,7 +455,11 @@ def main():
                              "(7.5 with --minutes 10: 10 minutes after the transaction)")
     parser.add_argument("--variants", default="tuned,untuned")
     parser.add_argument("--capacity", type=float, default=None,
-                        help="skip the capacity drain and enqueue at half of this")
+                        help="skip the capacity drain and enqueue at --share of this")
+    parser.add_argument("--share", type=float, default=0.5,
+                        help="the load: this share of the capacity (jobs per second)")
+    parser.add_argument("--no-transaction", dest="transaction", action="store_false",
+                        help="hold no transaction: the same load throughout")
     parser.add_argument("--plot", type=Path, default=None, help="a PNG to draw")
     parser.add_argument("--output", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args()
@@ -455,7 +472,7 @@ def main():
         cluster.psql("template1", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         for variant in args.variants.split(","):
             results.append(run_variant(variant, cluster, args, logdir))
-            # Every variant at the same load: half the capacity measured before the first.
+            # Every variant at the same load: a share of the capacity measured before the first.
             args.capacity = args.capacity or results[-1]["capacity_jobs_per_s"]
             brief = {k: v for k, v in results[-1].items() if k != "samples"}
             print(json.dumps(brief, indent=1), flush=True)
