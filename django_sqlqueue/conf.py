@@ -81,10 +81,12 @@ class QueueSettings:
     # Workers poll this often (with +/-20% jitter) even when LISTEN/NOTIFY wakes them.
     POLL_INTERVAL_SECONDS: float = 1.0
     # A worker whose claims (from the front of claim order) took longer than this, three in a
-    # row, claims only the jobs after the last one it claimed, so that its scan skips what a
-    # long transaction elsewhere keeps in the ready index (claim/bounded.py). None: never;
-    # claims always in exact claim order.
-    SLOW_CLAIM_SECONDS: float | None = 0.01
+    # row, claims only the jobs after the last one it claimed, so that its scan skips what is
+    # left in the ready index of the jobs claimed since vacuum last passed: behind a long
+    # transaction elsewhere, or in a backlog drained faster than vacuum visits (a claim of a
+    # quiet queue takes under a millisecond; claim/bounded.py). None: never; claims always in
+    # exact claim order.
+    SLOW_CLAIM_SECONDS: float | None = 0.002
     # While it does, it still claims from the front at least this often: the longest a job
     # sorted before its last claimed one (a higher priority, a retry come due) waits for that.
     FULL_CLAIM_INTERVAL_SECONDS: float = 1.0
