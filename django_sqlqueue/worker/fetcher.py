@@ -180,7 +180,10 @@ class Fetcher:
         )
         self.claim_bound.claimed(jobs, bounded=after is not None,
                                  seconds=time.monotonic() - started, now=started)
-        self.claimed_full_batch = self.owes_claim = len(jobs) == free
+        self.claimed_full_batch = len(jobs) == free
+        # A paused, limited or fair queue may hold jobs back that a freed slot (a job of a key
+        # at its limit done) lets through: those claims are owed to every freed slot.
+        self.owes_claim = self.claimed_full_batch or not controls.unused
         if jobs:
             self.wakeup.found_jobs()
         for job in jobs:

@@ -10,7 +10,8 @@ import time
 import pytest
 from django.db import OperationalError
 
-from django_sqlqueue.models import Job
+from django_sqlqueue.claim.limited import QueueControls
+from django_sqlqueue.models import Job, Queue
 from django_sqlqueue.run import runner
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker import fetcher as fetcher_module
@@ -88,6 +89,16 @@ def test_a_freed_slot_claims_at_once_only_while_jobs_may_wait_for_a_slot():
     # With no slot free the claim is skipped, and is owed to the next freed slot.
     process.fetcher.owes_claim = False
     assert process.fetcher.step() is True
+    process.wakeup.event.clear()
+    process._slot_freed()
+    assert process.wakeup.event.is_set()
+    # A limited queue may hold back jobs that a freed slot lets through: claimed for always.
+    Queue.objects.create(name="default", concurrency_limit=3)  # 2 running: 1 more may start
+    process.fetcher.controls = QueueControls(read_at=-float("inf"))  # read at the next claim
+    for entry in process.pool.held():
+        process.pool.forget(entry.job)  # both slots free; the rows stay running
+    assert process.fetcher.step() is True
+    assert len(process.pool.held()) == 1  # the limit let one through, for two slots
     process.wakeup.event.clear()
     process._slot_freed()
     assert process.wakeup.event.is_set()
