@@ -22,13 +22,15 @@ class WriteStatements:
         table = self.connection.ops.quote_name(edge_model._meta.db_table)
         col = self.columns(edge_model, ("id", "child", "parent", "run_anyway", "resolved_at"))
         picked_sql = self._unresolved(table, col, len(parents))
+        resolved_at = edge_model._meta.get_field("resolved_at").get_db_prep_value(
+            now, self.connection)
+        return self._resolve_edges(table, col, picked_sql), [resolved_at, *parents]
+
+    def _resolve_edges(self, table: str, col: dict, picked_sql: str):
+        """resolve_edges' statement: the time first, then the parents (``picked_sql``'s)."""
         return (f"UPDATE {table} SET {col['resolved_at']} = %s "  # noqa: S608 - names only
                 f"WHERE {self.among_picked(col['id'], picked_sql)} "
-                f"RETURNING {col['id']}, {col['child']}, {col['parent']}, {col['run_anyway']}",
-                [self._resolved_at(edge_model, now), *parents])
-
-    def _resolved_at(self, edge_model, now):
-        return edge_model._meta.get_field("resolved_at").get_db_prep_value(now, self.connection)
+                f"RETURNING {col['id']}, {col['child']}, {col['parent']}, {col['run_anyway']}")
 
     def _unresolved(self, table: str, col: dict, count: int) -> str:
         """SELECT the ids of the unresolved edges of ``count`` parents (parameters), locked

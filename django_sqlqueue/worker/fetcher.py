@@ -115,11 +115,10 @@ class Fetcher:
         if self.stopping.is_set() or self.recycle_reason:
             return False
         claimed = self._claim()
-        if time.monotonic() - self.controls.read_at >= self.config.poll_interval / 2:
-            # Read after the claim, before the wait, so that the claim after a wake-up seldom
-            # pays for it (``_controls`` reads them there only once they are a poll interval
-            # old: every worker still follows a pause or a new limit within one).
-            self.controls = read_controls(Queue, self.alias)
+        # Read again after the claim, before the wait, so that the claim after a wake-up
+        # seldom pays for it (the claim reads them only once they are a poll interval old:
+        # every worker still follows a pause or a new limit within one).
+        self._controls(max_age=self.config.poll_interval / 2)
         if self.wakeup.peers_due():
             # How many workers share a NOTIFY with this one (worker/wakeup.py, Claimers); after
             # the claim, so that it never delays one.
@@ -191,8 +190,11 @@ class Fetcher:
         self.claimed_total += len(jobs)
         return jobs
 
-    def _controls(self) -> QueueControls:
-        if time.monotonic() - self.controls.read_at >= self.config.poll_interval:
+    def _controls(self, max_age: float | None = None) -> QueueControls:
+        """The paused and limited queues, read again once ``max_age`` seconds old (default:
+        the poll interval)."""
+        max_age = self.config.poll_interval if max_age is None else max_age
+        if time.monotonic() - self.controls.read_at >= max_age:
             self.controls = read_controls(Queue, self.alias)
         return self.controls
 

@@ -118,11 +118,8 @@ class MariaDBDriver(DatabaseDriver):
                                for row in sorted(outcomes, key=lambda row: row.id)])
         return statements.record_outcomes(table, col), [document]
 
-    def resolve_edges(self, edge_model, *, parents: list, now):
-        table = self.connection.ops.quote_name(edge_model._meta.db_table)
-        col = self.columns(edge_model, ("id", "child", "parent", "run_anyway", "resolved_at"))
-        return (statements.resolve_edges(table, col, self._unresolved(table, col, len(parents))),
-                [self._resolved_at(edge_model, now), *parents])
+    def _resolve_edges(self, table: str, col: dict, picked_sql: str):
+        return statements.resolve_edges(table, col, picked_sql)
 
     def _elect_leader(self, model, worker_model):
         quote = self.connection.ops.quote_name
