@@ -41,6 +41,11 @@ def _succeeded():
     return Job.objects.filter(status=JobStatus.SUCCEEDED).count()
 
 
+def _have_run(fleet, log) -> set:
+    """The pids of the fleet's workers that have run a job."""
+    return {worker.pid for worker in fleet.workers} & {pid for pid, *_ in runs(log)}
+
+
 def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
         start_worker, database_server, tmp_path, monkeypatch):
     rng = random.Random(run_seed := seed())
@@ -50,16 +55,21 @@ def test_kills_and_a_restart_leave_exactly_one_row_per_transactional_job(
     started = time.monotonic()
     fleet = Fleet(start_worker, CONCURRENCIES, settings=SETTINGS,
                   args=("-q", "default", "--transactional-batch", str(BATCH)))
-    # Kills spread over the run (one each time 1/15 of the jobs more are done), the restart
-    # after the fifth kill: all of them land while jobs are left.
-    step = JOBS // 15
+    # Kills spread over the run (one each time 1/20 of the jobs more are done since the last
+    # one), the restart after the fifth kill: all of them land while jobs are left. Counted from
+    # the last kill, not from the start: with fixed marks, a fast stretch passed several at once
+    # and the kills came back to back, until every worker was a replacement that had run nothing.
+    step = JOBS // 20
     restarted = False
+    done = 0
     for n in range(KILLS):
-        fleet.wait_until(lambda t=(n + 1) * step: _succeeded() >= t, timeout=600,
-                         interval=0.05, what=f"progress before kill {n + 1}")
-        # A worker that has run jobs: its lane is busy, so the kill lands in a transaction.
-        victim = fleet.kill(rng, among={pid for pid, *_ in runs(log)})
-        assert victim is not None, "no worker has run a job yet"
+        # The victim, a worker that has run jobs: its lane is busy, so the kill lands in a
+        # transaction.
+        fleet.wait_until(lambda since=done: _succeeded() >= since + step and _have_run(fleet, log),
+                         timeout=600, interval=0.05, what=f"progress before kill {n + 1}")
+        victim = fleet.kill(rng, among=_have_run(fleet, log))
+        assert victim is not None
+        done = _succeeded()
         if n == KILLS // 2 - 1:
             database_server.restart(mode="fast")
             connections.close_all()
