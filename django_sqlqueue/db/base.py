@@ -346,6 +346,13 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         this client's, or its error carries no code that tells (``db/outages.py``)."""
         return None
 
+    @staticmethod
+    def says_deadlock(error: BaseException) -> bool:
+        """Whether ``error``, an exception of this database's client library, says the server
+        rolled the transaction back as a deadlock's victim (``db/batches.py``,
+        ``retrying_deadlocks``)."""
+        return False
+
     def server_uptime(self, cursor) -> float | None:
         """Seconds the database server has surely been up (never more than have passed since it
         started), read with ``cursor``; None where there is no server (``db/outages.py``: a

@@ -9,7 +9,7 @@ lock fails alone instead of stalling the rest.
 
 import contextlib
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from . import ops
 
@@ -42,3 +42,20 @@ def short_transaction(alias: str, statement_timeout: float | None = None):
                     text, params = statement
                     cursor.execute(text, params)
         yield connection
+
+
+def retrying_deadlocks(alias: str, write, *, attempts: int = 3):
+    """``write()``, and again (up to ``attempts`` times in all) if the database rolled it back as
+    a deadlock's victim: an operator's bulk change (``run_now``) against the workers' claims and
+    outcome writes, which lock rows in another order (MariaDB picks a victim and says "try
+    restarting transaction"). Outside a transaction only: inside one, the deadlock rolled back
+    the caller's whole transaction, which only the caller can redo."""
+    connection = connections[alias]
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except DatabaseError as exc:
+            if (connection.in_atomic_block or attempt == attempts
+                    or not ops(connection).says_deadlock(exc.__cause__ or exc)):
+                raise
+    raise AssertionError("unreachable")  # the last attempt returned or raised

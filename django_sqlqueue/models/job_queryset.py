@@ -15,6 +15,7 @@ from django.utils import timezone
 from ..claim import limited, plain
 from ..conf import get_settings
 from ..db import ops
+from ..db.batches import retrying_deadlocks
 from ..db.clock import DatabaseNow
 from ..db.job_table import CLAIM_ORDER
 from ..enqueue import inserting, registered
@@ -250,9 +251,11 @@ class JobQuerySet(JobMaintenance, models.QuerySet):
         return changes.retry_now(self, now)
 
     def run_now(self, now=None) -> int:
-        """Make waiting jobs (scheduled, or failed awaiting their retry) due now."""
+        """Make waiting jobs (scheduled, or failed awaiting their retry) due now. Outside a
+        transaction, a deadlock with the workers' writes is retried (``retrying_deadlocks``)."""
         now = now or timezone.now()
-        return self.in_ready_status().filter(run_at__gt=now).update(run_at=now)
+        due = self.in_ready_status().filter(run_at__gt=now)
+        return retrying_deadlocks(self._write_alias(), lambda: due.update(run_at=now))
 
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, now=None) -> dict:

@@ -51,6 +51,10 @@ class MariaDBDriver(DatabaseDriver):
         code = error.args[0] if error.args else None
         return code in SERVER_GONE if isinstance(code, int) else None
 
+    @staticmethod
+    def says_deadlock(error: BaseException) -> bool:
+        return type(error).__module__.startswith("MySQLdb") and error.args[:1] == (1213,)
+
     def server_uptime(self, cursor) -> float | None:
         # Uptime is whole seconds between two whole-second clock readings (the start's and now),
         # so it can read up to a second more than has passed: less one, it is never more.

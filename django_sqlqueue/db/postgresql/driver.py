@@ -42,6 +42,10 @@ class PostgreSQLDriver(DatabaseDriver):
         # No SQLSTATE: the client's own error (connection lost, closed, refused).
         return sqlstate is None or sqlstate.startswith("08") or sqlstate in SERVER_GONE
 
+    @staticmethod
+    def says_deadlock(error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == "40P01"
+
     def server_uptime(self, cursor) -> float:
         cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp() - pg_postmaster_start_time())")
         return float(cursor.fetchone()[0])
