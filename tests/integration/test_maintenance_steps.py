@@ -276,6 +276,52 @@ def test_a_run_stops_after_run_seconds_and_the_next_goes_on_from_there():
     assert not Job.objects.exists() and not cleaner.is_due()
 
 
+def test_a_backlog_is_deleted_with_pauses_as_long_as_its_batches_and_fresh_rows_without():
+    """Rows past their retention by more than backlog_after_seconds get, after each batch, a
+    pause backlog_pause_ratio times the batch's time; rows just past it the fixed pause_seconds
+    (which also bounds a backlog's pause from below)."""
+    for _ in range(4):
+        finished(JobStatus.SUCCEEDED, T0 - 3 * DAY)  # two days past a day's retention
+    fresh = [finished(JobStatus.SUCCEEDED, T0 - DAY - dt.timedelta(minutes=5))
+             for _ in range(5)]
+    clock, pauses = [0.0], []
+
+    def tick():  # each batch takes 1 "second"
+        clock[0] += 1
+        return clock[0]
+
+    config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2, run_seconds=1000,
+                           pause_seconds=0.5, backlog_after_seconds=3600, backlog_pause_ratio=3)
+    cleaner = Cleaner(config, alias="default", clock=tick, sleep=pauses.append)
+    backlog = cleaner.run_once(now=T0)
+    assert backlog.deleted == 9  # one run: the backlog's four rows, then the fresh ones
+    assert pauses == [3.0] * 4  # the run began on the backlog: a pause between its batches
+
+    for _ in range(5):
+        finished(JobStatus.SUCCEEDED, T0 - DAY - dt.timedelta(minutes=5))
+    pauses.clear()
+    steady = Cleaner(config, alias="default", clock=tick, sleep=pauses.append).run_once(now=T0)
+    assert steady.deleted == 5 and pauses == [0.5] * 2
+    assert not Job.objects.filter(pk__in=[job.pk for job in fresh]).exists()
+
+
+def test_with_a_long_prune_interval_a_backlog_starts_two_intervals_past_the_retention():
+    """A sweep an interval apart starts on rows up to an interval past their retention: with a
+    prune interval longer than backlog_after_seconds, that is still keeping up."""
+    for _ in range(3):
+        finished(JobStatus.SUCCEEDED, T0 - DAY - dt.timedelta(hours=3))
+    pauses = []
+    config = CleanerConfig(keep_succeeded_seconds=86400, batch_size=2, backlog_after_seconds=60,
+                           interval_seconds=2 * 3600, pause_seconds=0, backlog_pause_ratio=1)
+    assert Cleaner(config, alias="default", sleep=pauses.append).run_once(now=T0).deleted == 3
+    assert pauses == []  # 3 hours behind: under two intervals of 2 hours, no pause
+
+    for _ in range(3):
+        finished(JobStatus.SUCCEEDED, T0 - DAY - dt.timedelta(hours=5))
+    assert Cleaner(config, alias="default", sleep=pauses.append).run_once(now=T0).deleted == 3
+    assert len(pauses) == 1  # 5 hours behind: a backlog, a pause between its two batches
+
+
 def test_prune_without_now_uses_the_database_clock():
     gone = finished(JobStatus.SUCCEEDED, timezone.now() - dt.timedelta(seconds=120))
     kept = finished(JobStatus.SUCCEEDED, timezone.now() + dt.timedelta(seconds=120))

@@ -41,13 +41,16 @@ def test_step_defaults_are_the_settings_defaults():
     (lambda: CleanerConfig(keep_succeeded_seconds=0), "keep_succeeded_seconds must be more than"),
     (lambda: CleanerConfig(run_seconds=0), "run_seconds must be more than 0"),
     (lambda: CleanerConfig(pause_seconds=-0.1), "pause_seconds must be 0 or more"),
+    (lambda: CleanerConfig(backlog_pause_ratio=-1), "backlog_pause_ratio must be 0 or more"),
+    (lambda: CleanerConfig(backlog_after_seconds=0), "backlog_after_seconds must be more than 0"),
     (lambda: CleanerConfig(batch_size=True), "batch_size must be more than 0, not True"),
     (lambda: ReaperConfig(silent_leases=0.5), "silent_leases must be at least 1"),
     (lambda: ReaperConfig(lease_seconds="30"), "lease_seconds must be more than 0"),
     (lambda: LeaderConfig(term_seconds=0), "term_seconds must be more than 0"),
     (lambda: LeaderConfig(holder=""), "holder must be 1 to 255 characters"),
 ], ids=["expirer-batch", "rescuer-timeout", "cleaner-keep", "cleaner-run", "cleaner-pause",
-        "cleaner-bool", "reaper-silence", "reaper-lease", "leader-term", "leader-holder"])
+        "cleaner-backlog-ratio", "cleaner-backlog-after", "cleaner-bool", "reaper-silence",
+        "reaper-lease", "leader-term", "leader-holder"])
 def test_a_bad_step_config_is_refused_naming_the_field(make, message):
     with pytest.raises(InvalidStepConfig, match=message):
         make()
