@@ -8,6 +8,8 @@ lock fails alone instead of stalling the rest.
 """
 
 import contextlib
+import random
+import time
 
 from django.db import DatabaseError, connections, transaction
 
@@ -44,12 +46,17 @@ def short_transaction(alias: str, statement_timeout: float | None = None):
         yield connection
 
 
-def retrying_deadlocks(alias: str, write, *, attempts: int = 3):
+def retrying_deadlocks(alias: str, write, *, attempts: int = 5, sleep=time.sleep):
     """``write()``, and again (up to ``attempts`` times in all) if the database rolled it back as
     a deadlock's victim: an operator's bulk change (``run_now``) against the workers' claims and
     outcome writes, which lock rows in another order (MariaDB picks a victim and says "try
     restarting transaction"). Outside a transaction only: inside one, the deadlock rolled back
-    the caller's whole transaction, which only the caller can redo."""
+    the caller's whole transaction, which only the caller can redo.
+
+    Each attempt after the first waits a little longer (0.1 s, doubled each time, jittered) for
+    the other transaction to end: PostgreSQL wakes the transaction that waited, but does not
+    hand it the rows, and an attempt made at once on a busy server took the same rows first and
+    deadlocked again (three times in a row, in CI)."""
     connection = connections[alias]
     for attempt in range(1, attempts + 1):
         try:
@@ -58,4 +65,5 @@ def retrying_deadlocks(alias: str, write, *, attempts: int = 3):
             if (connection.in_atomic_block or attempt == attempts
                     or not ops(connection).says_deadlock(exc.__cause__ or exc)):
                 raise
+        sleep(0.1 * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")  # the last attempt returned or raised

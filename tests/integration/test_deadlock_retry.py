@@ -50,8 +50,12 @@ def test_run_now_outside_a_transaction_is_retried_when_a_deadlock_picks_it():
                 locked.set()
                 wait_until(lambda: _waiting_for_a_lock(watcher), timeout=30,
                            what="run_now to wait for the second job")
-                cursor.execute("UPDATE django_sqlqueue_job SET priority = 1 WHERE id = %s",
-                               [first.pk])
+                # On PostgreSQL the COMMIT goes with the UPDATE (one text, bound on the client):
+                # it ends as soon as it has the row, without waiting for this thread's turn.
+                cursor.execute(
+                    "UPDATE django_sqlqueue_job SET priority = 1 WHERE id = %s; COMMIT"
+                    if other.vendor == "postgresql" else
+                    "UPDATE django_sqlqueue_job SET priority = 1 WHERE id = %s", [first.pk])
             other.commit()
         except DatabaseError as exc:  # the database may pick this one as the victim instead
             other_failed.append(exc)
@@ -87,9 +91,11 @@ def test_inside_a_transaction_a_deadlock_is_the_callers_to_redo():
         retrying_deadlocks("default", deadlocked)
     assert calls == [1]
     calls.clear()
+    waits = []
     with pytest.raises(DatabaseError):
-        retrying_deadlocks("default", deadlocked, attempts=3)
+        retrying_deadlocks("default", deadlocked, attempts=3, sleep=waits.append)
     assert calls == [1, 1, 1]  # outside one: tried three times in all
+    assert len(waits) == 2 and 0.05 <= waits[0] <= 0.15 and 0.1 <= waits[1] <= 0.3
 
 
 def _deadlock(vendor) -> DatabaseError:
