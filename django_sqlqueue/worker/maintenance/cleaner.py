@@ -114,7 +114,7 @@ class Cleaner:
             keep_failed=config.keep_failed_seconds,
         )
 
-        pace = self._pace(jobs, now)
+        ratio = self._backlog_ratio(jobs, now)
         took = [0.0]  # the last batch's seconds
 
         def batch() -> int:
@@ -130,7 +130,7 @@ class Cleaner:
         def between() -> bool:
             if self.clock() >= deadline:
                 return False
-            pause = pace(took[0])
+            pause = max(config.pause_seconds, ratio * took[0])
             if pause:
                 self.sleep(pause)
             return keep_going is None or keep_going()
@@ -144,23 +144,19 @@ class Cleaner:
             self.swept_at = self.sweep_started_at
         return CleanerResult(deleted=deleted, batches=batches, done=done)
 
-    def _pace(self, jobs, now):
-        """The pause after a batch that took so many seconds, for this run: the backlog's if
-        the next row of the walk finished ``backlog_after_seconds`` (or two intervals) or more
-        past its retention
-        (one read by the primary key, where the first batch starts; the host's clock without
-        ``now``, which an hour's margin makes good enough)."""
+    def _backlog_ratio(self, jobs, now) -> float:
+        """``backlog_pause_ratio`` if this run starts on a backlog, else 0: whether the next row
+        of the walk finished ``backlog_after_seconds`` (or two intervals) or more past its
+        retention. One read by the primary key, where the first batch starts; the host's clock
+        without ``now``, which an hour's margin makes good enough."""
         config = self.config
-        steady = config.pause_seconds
-        next_row = (jobs.filter(pk__gt=self.after_id) if self.after_id is not None else jobs)
+        next_row = jobs.filter(pk__gt=self.after_id) if self.after_id is not None else jobs
         row = next_row.order_by("pk").values_list("status", "finished_at").first()
         if row is None:
-            return lambda seconds: steady
+            return 0.0
         status, finished_at = row
         keep = (config.keep_succeeded_seconds if status == JobStatus.SUCCEEDED
                 else config.keep_failed_seconds)
         behind = (now or timezone.now()) - finished_at - dt.timedelta(seconds=keep)
-        if behind < dt.timedelta(seconds=max(config.backlog_after_seconds,
-                                             2 * config.interval_seconds)):
-            return lambda seconds: steady
-        return lambda seconds: max(steady, config.backlog_pause_ratio * seconds)
+        backlog_after = max(config.backlog_after_seconds, 2 * config.interval_seconds)
+        return config.backlog_pause_ratio if behind.total_seconds() >= backlog_after else 0.0
