@@ -41,6 +41,54 @@ class WriteStatements:
                 f"AND {col['resolved_at']} IS NULL "
                 f"ORDER BY {col['child']}, {col['id']}{lock}")
 
+    def lock_children(self, model, *, count: int) -> str:
+        """SELECT ``(id, parents_pending, status, queue)`` of ``count`` jobs (parameters: their
+        ids, sorted), locked ``FOR UPDATE`` in id order where the database locks rows: the
+        children a parent's end resolves edges of, before their counts change (settle.py).
+        Built once per count: a chain's step has one child."""
+        return self.cached(("lock_children", model, count), self._lock_children, model, count)
+
+    def _lock_children(self, model, count: int) -> str:
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, ("id", "parents_pending", "status", "queue"))
+        lock = " FOR UPDATE" if self.connection.features.has_select_for_update else ""
+        return (f"SELECT {col['id']}, {col['parents_pending']}, {col['status']}, "  # noqa: S608
+                f"{col['queue']} FROM {table} WHERE {col['id']} IN ({', '.join(['%s'] * count)}) "
+                f"ORDER BY {col['id']}{lock}")
+
+    def release_children(self, model, *, count: int, release: bool) -> str:
+        """UPDATE ``count`` jobs (parameters after the first: their ids): lower
+        ``parents_pending`` by the first parameter and, with ``release``, queue them
+        (settle.py, under the rows' locks)."""
+        return self.cached(("release_children", model, count, release), self._release_children,
+                           model, count, release)
+
+    def _release_children(self, model, count: int, release: bool) -> str:
+        table = self.connection.ops.quote_name(model._meta.db_table)
+        col = self.columns(model, ("id", "parents_pending", "status"))
+        queued = f", {col['status']} = '{JobStatus.QUEUED.value}'" if release else ""
+        return (f"UPDATE {table} SET {col['parents_pending']} = "  # noqa: S608 - names only
+                f"{col['parents_pending']} - %s{queued} "
+                f"WHERE {col['id']} IN ({', '.join(['%s'] * count)})")
+
+    def parent_results(self, model, edge_model) -> str:
+        """SELECT the results of one job's parents (the parameter: the child's id), in their
+        order: NULL for a parent that did not succeed, or was pruned (no foreign key: its edge
+        stays). ``Job.parent_results``; built once."""
+        return self.cached(("parent_results", model, edge_model), self._parent_results, model,
+                           edge_model)
+
+    def _parent_results(self, model, edge_model) -> str:
+        quote = self.connection.ops.quote_name
+        job = self.columns(model, ("id", "status", "result"))
+        edge = self.columns(edge_model, ("child", "parent", "position"))
+        succeeded = JobStatus.SUCCEEDED.value
+        return (f"SELECT (SELECT parent.{job['result']} "  # noqa: S608 - names and a status
+                f"FROM {quote(model._meta.db_table)} parent WHERE parent.{job['id']} = "
+                f"edge.{edge['parent']} AND parent.{job['status']} = '{succeeded}') "
+                f"FROM {quote(edge_model._meta.db_table)} edge "
+                f"WHERE edge.{edge['child']} = %s ORDER BY edge.{edge['position']}")
+
     # ---- the outcome write ------------------------------------------------------------------
 
     #: The job columns the outcome write names.

@@ -1,8 +1,9 @@
 """JobDependency: one edge of a workflow's graph, a child job waiting for a parent job
 (docs/workflows.md)."""
 
-from django.db import models
-from django.db.models import OuterRef, Subquery
+from django.db import connections, models, router
+
+from ..db import ops
 
 
 class JobDependency(models.Model):
@@ -37,9 +38,14 @@ class JobDependency(models.Model):
 
 def parent_results(job) -> list:
     """``job``'s parents' results in their order (``Job.parent_results``)."""
-    # One query: each edge with its parent's result if it succeeded. A subquery, not a join: a
-    # pruned parent's edge stays (no foreign key) and gives None in its place.
-    succeeded = (type(job)._default_manager.filter(pk=OuterRef("parent_id"), status="succeeded")
-                 .values("result")[:1])
-    return list(JobDependency.objects.using(job._state.db).filter(child_id=job.pk)
-                .order_by("position").values_list(Subquery(succeeded), flat=True))
+    # One query, its text built once (a chain's every step reads it): each edge with its
+    # parent's result if it succeeded. A subquery, not a join: a pruned parent's edge stays (no
+    # foreign key) and gives None in its place.
+    model = type(job)
+    alias = job._state.db or router.db_for_read(JobDependency, instance=job)
+    connection = connections[alias]
+    result = model._meta.get_field("result")
+    with connection.cursor() as cursor:
+        cursor.execute(ops(connection).parent_results(model, JobDependency), [job.pk])
+        return [None if value is None else result.from_db_value(value, None, connection)
+                for (value,) in cursor.fetchall()]

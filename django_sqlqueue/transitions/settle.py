@@ -25,7 +25,6 @@ edge has ``run_anyway``: then it counts as a success. A parent deleted before it
 from collections import defaultdict
 
 from django.db import connections
-from django.db.models import F
 from django.utils import timezone
 
 from ..db import ops, returning
@@ -47,12 +46,13 @@ def settle(model, alias: str, finished: dict) -> list:
                 if status in FINISHED_STATUSES or status == DELETED}
     jobs = model._default_manager.db_manager(alias)
     connection = connections[alias]
+    driver = ops(connection)
     released = []
     while finished:
         now = timezone.now()
         # Locked in (child, id) order and marked resolved, in one statement where it can be;
         # then in that order here too (which failed parent a child's cancel names).
-        statement = ops(connection).resolve_edges(edge_table(model), parents=list(finished),
+        statement = driver.resolve_edges(edge_table(model), parents=list(finished),
                                                   now=now)
         edges = sorted(returning.fetch(connection, *statement),
                        key=lambda edge: (edge[1], edge[0]))
@@ -66,9 +66,11 @@ def settle(model, alias: str, finished: dict) -> list:
                 doomed.setdefault(child, parent)
         # Lock the children in id order before changing them (see the module's docstring),
         # reading what the changes below depend on: locked, the rows stay as read until commit.
-        locked = {pk: (pending, status, queue) for pk, pending, status, queue in
-                  jobs.filter(pk__in=sorted({edge[1] for edge in edges})).order_by("pk")
-                  .select_for_update().values_list("pk", "parents_pending", "status", "queue")}
+        children = sorted({edge[1] for edge in edges})
+        with connection.cursor() as cursor:
+            cursor.execute(driver.lock_children(model, count=len(children)), children)
+            locked = {pk: (pending, status, queue)
+                      for pk, pending, status, queue in cursor.fetchall()}
         # One UPDATE per (count, released): a chain's step, or a chord's member, is one.
         changes, queued = defaultdict(list), []
         for child, count in counted.items():
@@ -81,10 +83,9 @@ def settle(model, alias: str, finished: dict) -> list:
             if release:
                 queued.append((child, queue))
         for (lowered, release), children in changes.items():
-            values = {"parents_pending": F("parents_pending") - lowered} if lowered else {}
-            if release:
-                values["status"] = JobStatus.QUEUED
-            jobs.filter(pk__in=children).update(**values)
+            with connection.cursor() as cursor:
+                cursor.execute(driver.release_children(model, count=len(children),
+                                                       release=release), [lowered, *children])
         finished = _cancel(jobs, doomed, finished, now)
         if queued:
             released += [pk for pk, _ in queued]
