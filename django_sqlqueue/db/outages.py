@@ -5,7 +5,9 @@ fail: its run was interrupted, and it runs again without using an attempt (``run
 that an ``interrupted`` outcome; ``outcomes.interruption`` writes it). Two things must hold:
 
 1. the exception is, or was caused by, a connection-class error (Django's ``OperationalError``
-   or ``InterfaceError``);
+   or ``InterfaceError``), or an ``InternalError`` (psycopg raises one, with no SQLSTATE, when
+   the replies it reads no longer match what it sent: "received 2 results from command
+   'BEGIN'", through PgBouncer as PostgreSQL restarted under a transaction);
 2. the database is gone: the driver's own error says so (PostgreSQL's SQLSTATE class 08 and
    57P01-57P03, "terminating connection due to administrator command" among them, or a psycopg
    error with no SQLSTATE, which the client raises when the connection is lost; MariaDB's client
@@ -25,11 +27,14 @@ failures: the server answered them with a code of its own, and the connection st
 
 import time
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError, connections
 
 from . import DRIVERS, ops
 
-CONNECTION_ERRORS = (OperationalError, InterfaceError)
+#: Django's error classes a lost connection may raise; the driver's error, or a look at the
+#: connection, then decides (an ``InternalError`` the server answered, PostgreSQL's XX000, is
+#: the job's failure).
+CONNECTION_ERRORS = (OperationalError, InterfaceError, InternalError)
 
 
 def database_went_away(error: BaseException, alias: str) -> bool:

@@ -8,12 +8,16 @@ import logging
 import threading
 import time
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 
 from ..db import outages
 
 logger = logging.getLogger(__name__)
-TRANSIENT = (OperationalError, InterfaceError)
+#: The errors a worker rides out: those of a lost connection (outages.CONNECTION_ERRORS). An
+#: ``InternalError`` among them: psycopg's connection out of step with the server after a
+#: restart behind PgBouncer ("received 2 results from command 'BEGIN'") ended the worker's
+#: process at its next claim.
+TRANSIENT = outages.CONNECTION_ERRORS
 
 
 def tidy_connections() -> None:

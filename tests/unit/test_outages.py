@@ -3,7 +3,7 @@ database went away, never for errors the server answered (a deadlock, a timeout,
 table) nor for errors that are not the database's."""
 
 import pytest
-from django.db import IntegrityError, OperationalError
+from django.db import IntegrityError, InternalError, OperationalError
 
 from django_sqlqueue.db import outages
 
@@ -31,13 +31,23 @@ def test_postgresql_errors_that_say_the_server_went_away(driver_error):
     assert outages.database_went_away(wrapped(driver_error), "default") is True
 
 
+def test_replies_out_of_step_with_the_client_are_a_lost_connection():
+    """psycopg's own InternalError, with no SQLSTATE: its connection read more replies than it
+    sent commands, as through PgBouncer when PostgreSQL restarted under a transaction (the
+    job's thread failed, and the job waited for its lease, before)."""
+    out_of_step = psycopg.InternalError("received 2 results from command 'BEGIN'")
+    assert outages.database_went_away(wrapped(out_of_step, InternalError), "default") is True
+
+
 @pytest.mark.parametrize("driver_error", [
+    psycopg.errors.InternalError_("could not read block 7 in file base/1/2"),  # XX000
     psycopg.errors.DeadlockDetected("deadlock detected"),
     psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
     psycopg.errors.LockNotAvailable("could not obtain lock"),
 ])
 def test_postgresql_errors_the_server_answered_are_failures(driver_error):
     assert outages.database_went_away(wrapped(driver_error), "default") is False
+    assert outages.database_went_away(wrapped(driver_error, InternalError), "default") is False
 
 
 def test_mariadb_codes():

@@ -2,7 +2,7 @@
 waiting longer than its max_delay (a heartbeat's retries must come well inside a lease)."""
 
 import pytest
-from django.db import OperationalError
+from django.db import InternalError, OperationalError
 
 from django_sqlqueue.worker import resilience
 
@@ -42,3 +42,18 @@ def test_the_default_backoff_doubles_to_ten_seconds(slept):
 def test_it_gives_up_once_stopped(slept):
     with pytest.raises(OperationalError):
         resilience.call_with_retry(failing(1), alias="default", what="x", stop=lambda: True)
+
+
+def test_a_connection_out_of_step_with_the_server_is_ridden_out(slept):
+    """psycopg's InternalError "received 2 results from command 'BEGIN'", as Django raises it:
+    a connection that read more replies than it sent commands, after PostgreSQL restarted
+    behind PgBouncer. It ended the worker's process at its claim, before."""
+    left = iter(range(1))
+
+    def call():
+        if next(left, None) is not None:
+            raise InternalError("received 2 results from command 'BEGIN'")
+        return "done"
+
+    assert resilience.call_with_retry(call, alias="default", what="claiming") == "done"
+    assert slept == [0.5]

@@ -26,11 +26,7 @@ no grace (``outages.reachable`` says which).
 
 import time
 
-from django.db import InterfaceError, OperationalError
-
 from ...db import outages
-
-CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 class OutageGrace:
@@ -47,7 +43,7 @@ class OutageGrace:
 
     def failed(self, error: BaseException) -> None:
         """A pass failed with ``error``: an outage if the database cannot be reached now."""
-        if isinstance(error, CONNECTION_ERRORS) and not self.reachable(self.alias):
+        if isinstance(error, outages.CONNECTION_ERRORS) and not self.reachable(self.alias):
             self.unreachable = True
 
     def answered(self) -> None:
