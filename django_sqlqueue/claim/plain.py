@@ -71,7 +71,7 @@ def claim_picked(queryset, picked_sql, picked_params, worker_id, lease_seconds,
                                              "lease_expires_at"))
     rows = returning.fetch(connection, *ops(connection).claim_jobs(
         queryset.model, picked_sql=picked_sql, picked_params=picked_params, values=set_values,
-        returning=returned, lease_seconds=lease_seconds if now is None else None))
+        returning=returned, lease_seconds=lease_seconds if now is None else None), repeated=True)
     set_values["status"] = JobStatus.RUNNING.value  # as read from the database: a plain str
     if now is None and rows:
         # Every row ends with the claim time, as text: parsed once for the whole claim.

@@ -299,6 +299,12 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         values = {PARAM: "%s", NOW: self.now_sql(), NOW_PLUS: self.now_sql(plus_seconds=True)}
         return "", "", values, values[NOW]
 
+    def repeated_cursor(self):
+        """A cursor for a statement this connection runs again and again (the claim), whose
+        text the server parses and plans once rather than on every run; None where there is
+        none (the connection's own cursor serves)."""
+        return None
+
     # ---- inserting new jobs -----------------------------------------------------------------
 
     def pipeline(self, statements: int):

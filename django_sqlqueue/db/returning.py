@@ -5,11 +5,15 @@ transaction (the caller's if there is one). Callers stay the same for every data
 
 from django.db import transaction
 
+from . import ops
 
-def fetch(connection, statement, params) -> list:
+
+def fetch(connection, statement, params, *, repeated: bool = False) -> list:
     """Execute ``statement`` (SQL text, or an object with ``run(cursor, params)``) with
-    ``params``; return the rows it returns."""
-    with connection.cursor() as cursor:
+    ``params``; return the rows it returns. ``repeated``: a statement the connection runs again
+    and again (the claim), which the driver may prepare (``repeated_cursor``)."""
+    cursor = ops(connection).repeated_cursor() if repeated else None
+    with cursor or connection.cursor() as cursor:
         if isinstance(statement, str):
             cursor.execute(statement, params)
             return cursor.fetchall()

@@ -2,11 +2,14 @@
 LATERAL join for limited queues, the planner's row estimates, statement timeouts, how current a
 standby is; its own SQL text is in ``statements.py``."""
 
+import functools
 import json
 import re
+import sys
 from contextlib import contextmanager
 
 from ...statuses import FINISHED_STATUSES
+from .. import listening
 from ..base import FINISHED_CHANNEL, DatabaseDriver
 from ..pieces import NOW, NOW_PLUS, PARAM, outcome_row
 from . import health, statements
@@ -286,6 +289,32 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- inserting new jobs -----------------------------------------------------------------
 
+    def repeated_cursor(self):
+        """A cursor whose statements are prepared on the server (psycopg's ``prepare=True``):
+        each shape of the claim is parsed and planned once per connection. Measured on a
+        worker woken from idle: the claim's round trip 1.7-2.0 ms as a new statement each time,
+        1.3 prepared (planning alone took 0.31 ms of it). PostgreSQL plans the first runs
+        with their values and keeps a generic plan only where it costs no more than those, so
+        a claim of a table grown large is not held to a plan made when it was small.
+
+        None behind a transaction pooler (``DISABLE_SERVER_SIDE_CURSORS``): it hands each
+        statement to any server connection, where the prepared statement may not exist."""
+        connection = self.connection
+        if listening.behind_pooler(connection.alias):
+            return None
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            # Django turns psycopg's preparing off (None), which refuses even prepare=True; a
+            # threshold no statement reaches lets this cursor's statements alone be prepared
+            # (Django's own cursors bind on the client, and never prepare).
+            raw.prepare_threshold = sys.maxsize
+        with connection.wrap_database_errors:
+            cursor = _preparing_cursor_class()(raw)
+        # As connection.cursor() wraps its cursors: the execute wrappers and query logging of
+        # Django (and of tests) see the claim as they see every other statement.
+        return connection._prepare_cursor(cursor)
+
     def pipeline(self, statements: int):
         """psycopg's pipeline mode for more than one statement, where libpq supports it (one
         statement, like every ``enqueue()``, gains nothing from it)."""
@@ -303,6 +332,19 @@ class PostgreSQLDriver(DatabaseDriver):
         """The column's type without length or precision (``varchar``, not ``varchar(255)``):
         a cast to ``varchar(255)`` would cut an over-long value, which must fail at the column."""
         return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(self.connection))
+
+
+@functools.cache
+def _preparing_cursor_class():
+    """A psycopg cursor with server-side parameters that prepares every statement it runs.
+    Made on first use: the package also serves SQLite-only installs, which have no psycopg."""
+    import psycopg
+
+    class PreparingCursor(psycopg.Cursor):
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True, binary=binary)
+
+    return PreparingCursor
 
 
 class Listening:
