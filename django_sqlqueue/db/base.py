@@ -61,8 +61,9 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         self.texts = {}  # SQL text by shape: the claim runs a few hundred times a second
 
     def cached(self, key, build, *args, **kwargs) -> str:
-        """The SQL text ``build(*args, **kwargs)`` for ``key``, built once per shape (bounded:
-        the cache is emptied past 512 shapes)."""
+        """The SQL text ``build(*args, **kwargs)`` for ``key`` (or its text and parameters, for
+        a statement whose parameters never change), built once per shape (bounded: the cache is
+        emptied past 512 shapes)."""
         text = self.texts.get(key)
         if text is None:
             if len(self.texts) >= 512:

@@ -66,9 +66,10 @@ class WriteStatements:
     def _release_children(self, model, count: int, release: bool) -> str:
         table = self.connection.ops.quote_name(model._meta.db_table)
         col = self.columns(model, ("id", "parents_pending", "status"))
-        queued = f", {col['status']} = '{JobStatus.QUEUED.value}'" if release else ""
-        return (f"UPDATE {table} SET {col['parents_pending']} = "  # noqa: S608 - names only
-                f"{col['parents_pending']} - %s{queued} "
+        sets = f"{col['parents_pending']} = {col['parents_pending']} - %s"
+        if release:
+            sets += f", {col['status']} = '{JobStatus.QUEUED.value}'"
+        return (f"UPDATE {table} SET {sets} "  # noqa: S608 - names and a status only
                 f"WHERE {col['id']} IN ({', '.join(['%s'] * count)})")
 
     def parent_results(self, model, edge_model) -> str:
@@ -81,13 +82,14 @@ class WriteStatements:
     def _parent_results(self, model, edge_model) -> str:
         quote = self.connection.ops.quote_name
         job = self.columns(model, ("id", "status", "result"))
-        edge = self.columns(edge_model, ("child", "parent", "position"))
+        col = self.columns(edge_model, ("child", "parent", "position"))  # the edge's
+        table = quote(edge_model._meta.db_table)
         succeeded = JobStatus.SUCCEEDED.value
         return (f"SELECT (SELECT parent.{job['result']} "  # noqa: S608 - names and a status
                 f"FROM {quote(model._meta.db_table)} parent WHERE parent.{job['id']} = "
-                f"edge.{edge['parent']} AND parent.{job['status']} = '{succeeded}') "
-                f"FROM {quote(edge_model._meta.db_table)} edge "
-                f"WHERE edge.{edge['child']} = %s ORDER BY edge.{edge['position']}")
+                f"edge.{col['parent']} AND parent.{job['status']} = '{succeeded}') "
+                f"FROM {table} edge "
+                f"WHERE edge.{col['child']} = %s ORDER BY edge.{col['position']}")
 
     # ---- the outcome write ------------------------------------------------------------------
 

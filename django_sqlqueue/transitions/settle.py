@@ -52,8 +52,7 @@ def settle(model, alias: str, finished: dict) -> list:
         now = timezone.now()
         # Locked in (child, id) order and marked resolved, in one statement where it can be;
         # then in that order here too (which failed parent a child's cancel names).
-        statement = driver.resolve_edges(edge_table(model), parents=list(finished),
-                                                  now=now)
+        statement = driver.resolve_edges(edge_table(model), parents=list(finished), now=now)
         edges = sorted(returning.fetch(connection, *statement),
                        key=lambda edge: (edge[1], edge[0]))
         if not edges:

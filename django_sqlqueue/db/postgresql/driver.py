@@ -287,8 +287,6 @@ class PostgreSQLDriver(DatabaseDriver):
             row = cursor.fetchone()
         return bool(row and row[0])
 
-    # ---- inserting new jobs -----------------------------------------------------------------
-
     def repeated_cursor(self):
         """A cursor whose statements are prepared on the server (psycopg's ``prepare=True``):
         each shape of the claim is parsed and planned once per connection. Measured on a
@@ -314,6 +312,8 @@ class PostgreSQLDriver(DatabaseDriver):
         # As connection.cursor() wraps its cursors: the execute wrappers and query logging of
         # Django (and of tests) see the claim as they see every other statement.
         return connection._prepare_cursor(cursor)
+
+    # ---- inserting new jobs -----------------------------------------------------------------
 
     def pipeline(self, statements: int):
         """psycopg's pipeline mode for more than one statement, where libpq supports it (one
