@@ -44,3 +44,25 @@ def test_behind_a_transaction_pooler_nothing_is_prepared():
     assert ops(connection).repeated_cursor() is None
     add.enqueue(1, 2)
     assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1
+
+
+@pytest.mark.skipif(VENDOR == "pgbouncer", reason="behind a transaction pooler nothing is "
+                    "prepared")
+def test_a_claim_prepared_before_a_column_changed_type_claims_after_it():
+    """A migration that changes a returned column's type while workers run (a rolling deploy):
+    PostgreSQL refuses the statement prepared before it ("cached plan must not change result
+    type"). The claim prepares it again instead of failing the worker's fetcher."""
+    import psycopg
+
+    add.enqueue(1, 1)
+    assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1  # prepared now
+    table = connection.ops.quote_name(Job._meta.db_table)
+    column = connection.ops.quote_name(Job._meta.get_field("task_name").column)
+    params = connection.get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as other:  # the migration's connection
+        other.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar(300)")
+        try:
+            add.enqueue(2, 2)
+            assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1
+        finally:
+            other.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar(255)")

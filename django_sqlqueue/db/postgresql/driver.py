@@ -342,7 +342,17 @@ def _preparing_cursor_class():
 
     class PreparingCursor(psycopg.Cursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
-            return super().execute(query, params, prepare=True, binary=binary)
+            try:
+                return super().execute(query, params, prepare=True, binary=binary)
+            except psycopg.errors.FeatureNotSupported:
+                # "cached plan must not change result type": a column the statement returns
+                # changed type since it was prepared (a migration while workers run). Outside
+                # a transaction, drop every prepared statement (psycopg forgets its own at a
+                # DEALLOCATE ALL) and run it once more; inside one, the error is the caller's.
+                if self.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    raise
+                psycopg.Cursor(self.connection).execute("DEALLOCATE ALL")
+                return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparingCursor
 
