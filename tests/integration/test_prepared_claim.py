@@ -66,3 +66,24 @@ def test_a_claim_prepared_before_a_column_changed_type_claims_after_it():
             assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1
         finally:
             other.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar(255)")
+
+
+@pytest.mark.skipif(VENDOR == "pgbouncer", reason="behind a marked pooler nothing is prepared")
+def test_a_pooler_the_settings_do_not_mark_turns_preparing_off_and_the_claims_go_on():
+    """Behind a transaction pooler without DISABLE_SERVER_SIDE_CURSORS (a DATABASE_URL alone),
+    a claim's server connection may lack the statement an earlier claim prepared on another.
+    Made so here: the statement is deallocated behind psycopg's back. Before, the claim
+    failed with "prepared statement ... does not exist" and the worker's fetcher died (the
+    PgBouncer pass's jobs-database worker, in CI)."""
+    add.enqueue(1, 1)
+    assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1  # prepared now
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ["%UPDATE%claim_token%"])
+        (name,) = cursor.fetchone()
+        cursor.execute(f"DEALLOCATE {connection.ops.quote_name(name)}")
+    for n in range(3):
+        add.enqueue(2, n)
+        assert len(Job.objects.claim(None, "w1", limit=5, lease=60)) == 1
+    assert ops(connection).repeated_cursor() is None  # this connection prepares no more
+    assert _prepared_claims() == []

@@ -6,6 +6,7 @@ import functools
 import json
 import re
 import sys
+import weakref
 from contextlib import contextmanager
 
 from ...statuses import FINISHED_STATUSES
@@ -296,12 +297,17 @@ class PostgreSQLDriver(DatabaseDriver):
         a claim of a table grown large is not held to a plan made when it was small.
 
         None behind a transaction pooler (``DISABLE_SERVER_SIDE_CURSORS``): it hands each
-        statement to any server connection, where the prepared statement may not exist."""
+        statement to any server connection, where the prepared statement may not exist. A
+        pooler the settings do not mark shows itself at the second claim (the statement is not
+        on the server connection it got): that connection prepares nothing more, and the claim
+        runs as a plain statement."""
         connection = self.connection
         if listening.behind_pooler(connection.alias):
             return None
         connection.ensure_connection()
         raw = connection.connection
+        if raw in _NOT_PREPARING:
+            return None
         if raw.prepare_threshold is None:
             # Django turns psycopg's preparing off (None), which refuses even prepare=True; a
             # threshold no statement reaches lets this cursor's statements alone be prepared
@@ -334,6 +340,12 @@ class PostgreSQLDriver(DatabaseDriver):
         return re.sub(r"\(\d+(,\s*\d+)?\)", "", field.cast_db_type(self.connection))
 
 
+#: psycopg connections on which a prepared statement went missing (or its name was taken) on
+#: the server: behind a pooler in transaction mode that the settings do not mark. Weak: a
+#: connection that is closed and replaced tries again.
+_NOT_PREPARING = weakref.WeakSet()
+
+
 @functools.cache
 def _preparing_cursor_class():
     """A psycopg cursor with server-side parameters that prepares every statement it runs.
@@ -342,8 +354,21 @@ def _preparing_cursor_class():
 
     class PreparingCursor(psycopg.Cursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
+            if self.connection in _NOT_PREPARING:
+                return super().execute(query, params, prepare=False, binary=binary)
             try:
                 return super().execute(query, params, prepare=True, binary=binary)
+            except (psycopg.errors.InvalidSqlStatementName,
+                    psycopg.errors.DuplicatePreparedStatement,
+                    psycopg.errors.ProtocolViolation):
+                # A pooler in transaction mode, unmarked: this statement's server connection
+                # is not the one that prepared it (the name is missing there, or another
+                # client's statement has it: "bind message supplies 6 parameters, but prepared
+                # statement requires 5"). Prepare nothing more on this connection.
+                if self.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    raise
+                _NOT_PREPARING.add(self.connection)
+                return super().execute(query, params, prepare=False, binary=binary)
             except psycopg.errors.FeatureNotSupported:
                 # "cached plan must not change result type": a column the statement returns
                 # changed type since it was prepared (a migration while workers run). Outside
