@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -21,16 +22,44 @@ REDRAW = "\x1b[H\x1b[J"
 DEFAULT_WATCH_SECONDS = 2.0
 
 
+class Stop:
+    """What Ctrl-C sets (``ctrl_c_sets``): a plain flag, and a wait that sleeps in short steps
+    until it is set. Not a ``threading.Event``: its ``set()`` takes the lock that its
+    ``wait()`` holds for a moment, and a signal's handler runs in the main thread, so a Ctrl-C
+    that landed inside ``wait()`` set it from under that lock and hung for ever (seen in CI)."""
+
+    STEP_SECONDS = 0.05  # how soon a wait ends once set
+
+    def __init__(self):
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until set or for ``timeout`` seconds; whether it was set."""
+        deadline = time.monotonic() + timeout
+        while not self._set:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, self.STEP_SECONDS))
+        return True
+
+
 @contextlib.contextmanager
 def ctrl_c_sets():
-    """An Event that Ctrl-C (SIGINT) sets, for the time of the block; a second Ctrl-C raises
+    """A ``Stop`` that Ctrl-C (SIGINT) sets, for the time of the block; a second Ctrl-C raises
     KeyboardInterrupt as usual (a query that hangs can still be left).
 
     Not KeyboardInterrupt alone: Python raises it wherever the main thread happens to be when
     the signal arrives, and raised inside a finalizer (a model instance's ``__del__``, run by
     the garbage collector in the middle of building a query) it is printed as "Exception
     ignored" and lost: ``--watch`` went on redrawing after its Ctrl-C (seen in CI)."""
-    stopped = threading.Event()
+    stopped = Stop()
     if threading.current_thread() is not threading.main_thread():
         yield stopped  # signal handlers belong to the main thread: Ctrl-C stays as it was
         return
