@@ -43,7 +43,7 @@ from django.db.models import Count, Q
 from ..db import ops, returning
 from ..statuses import READY_STATUSES, JobStatus
 from . import fair, plain
-from .rows import in_claim_order, rows_to_models
+from .rows import converted_rows, in_claim_order, rows_to_models
 
 #: The most keys one claim reads rows of (SQLite allows 500 parts in one UNION ALL). Keys are
 #: found in name order, so with more ready keys than this, those later in the order wait until
@@ -87,12 +87,7 @@ def read_controls(queue_model, alias) -> QueueControls:
                                          queue_model, alias)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    weights_field = queue_model._meta.get_field("key_weights")
-    rows = [(name, paused_at, is_fair,
-             None if weights is None else weights_field.from_db_value(weights, None, connection),
-             *limit_values)
-            for name, paused_at, is_fair, weights, *limit_values in rows]
+        rows = converted_rows(queue_model, alias, cursor.fetchall(), CONTROL_FIELDS)
     paused, limited, fair_queues = set(), set(), {}
     # A queue no longer fair starts level if it becomes fair again.
     fair.forget(alias, keep={name for name, _, is_fair, *_ in rows if is_fair})
@@ -114,12 +109,14 @@ def _controls_query(queue_model, alias) -> tuple:
     rows = queue_model._default_manager.using(alias).filter(
         Q(paused_at__isnull=False) | Q(fair=True)
         | functools.reduce(operator.or_, (Q(**{f"{limit}__isnull": False}) for limit in LIMITS))
-    ).values_list("name", "paused_at", "fair", "key_weights", *LIMITS)
+    ).values_list(*CONTROL_FIELDS)
     return rows.query.get_compiler(using=alias).as_sql()
 
 
 #: The Queue columns of its limits: a queue with any of them set is limited.
 LIMITS = ("concurrency_limit", "rate_limit", "key_concurrency_limit", "key_rate_limit")
+#: What read_controls reads of each such queue.
+CONTROL_FIELDS = ("name", "paused_at", "fair", "key_weights", *LIMITS)
 
 
 def claim_controlled(queryset, queues, worker_id, limit, lease_seconds, now, controls) -> list:

@@ -17,19 +17,31 @@ def rows_to_models(model, alias, rows, *, fields=None, known=None) -> list:
     SQLite's dates and UUIDs...)."""
     connection = connections[alias]
     fields = tuple(fields or (f.name for f in model._meta.concrete_fields))
-    attnames, converters = _conversion_plan(connection, model, fields)
+    attnames, _ = _conversion_plan(connection, model, fields)
     known = {model._meta.get_field(name).attname: value for name, value in (known or {}).items()}
     direct = builds_directly(model)  # once per claim, not per row
     instances = []
+    for values in converted_rows(model, alias, rows, fields):
+        attrs = dict(zip(attnames, values, strict=True))
+        attrs.update(known)
+        instances.append(new_instance(model, attrs, db=alias, adding=False, direct=direct))
+    return instances
+
+
+def converted_rows(model, alias, rows, fields) -> list:
+    """``rows`` of ``fields`` (names of ``model``'s fields) read by a statement of our own, each
+    as a list of values converted as the ORM converts query results (JSON text, SQLite's
+    booleans, dates and UUIDs...)."""
+    connection = connections[alias]
+    _, converters = _conversion_plan(connection, model, tuple(fields))
+    converted = []
     for row in rows:
         values = list(row)
         for index, col, functions in converters:
             for convert in functions:
                 values[index] = convert(values[index], col, connection)
-        attrs = dict(zip(attnames, values, strict=True))
-        attrs.update(known)
-        instances.append(new_instance(model, attrs, db=alias, adding=False, direct=direct))
-    return instances
+        converted.append(values)
+    return converted
 
 
 def _conversion_plan(connection, model, fields):

@@ -3,6 +3,7 @@
 
 from django.db import connections, models, router
 
+from ..claim.rows import converted_rows
 from ..db import ops
 
 
@@ -44,8 +45,7 @@ def parent_results(job) -> list:
     model = type(job)
     alias = job._state.db or router.db_for_read(JobDependency, instance=job)
     connection = connections[alias]
-    result = model._meta.get_field("result")
     with connection.cursor() as cursor:
         cursor.execute(ops(connection).parent_results(model, JobDependency), [job.pk])
-        return [None if value is None else result.from_db_value(value, None, connection)
-                for (value,) in cursor.fetchall()]
+        return [value for (value,) in converted_rows(model, alias, cursor.fetchall(),
+                                                      ("result",))]
