@@ -198,12 +198,15 @@ class Runner:
         return result
 
     # bulk enqueue ----------------------------------------------------------------------------
-    def bulk(self) -> dict:
+    def bulk(self, prepared: bool = False) -> dict:
+        """``prepared``: django-sqlqueue's ``bulk_enqueue`` of prepared jobs instead of its
+        bulk API of one task's calls (``enqueue_many``)."""
         n = self._size("bulk_enqueue")
-        self.system.bulk_enqueue(min(n, 1000))  # warm-up
+        enqueue = self.system.bulk_enqueue_prepared if prepared else self.system.bulk_enqueue
+        enqueue(min(n, 1000))  # warm-up
         self.system.reset()
         started = time.perf_counter()
-        self.system.bulk_enqueue(n)
+        enqueue(n)
         elapsed = time.perf_counter() - started
         count = self.unfinished()
         self.system.reset()
@@ -457,6 +460,8 @@ def _run_one(runner, system, scenario, sizes, config):
             return runner.enqueue_concurrent(config, env)
         if scenario == "bulk":
             return runner.bulk()
+        if scenario == "bulk_prepared":  # django-sqlqueue: Job.objects.bulk_enqueue
+            return runner.bulk(prepared=True)
         if scenario == "drain":
             return runner.drain(runner._size("drain"), processes, cap, work=True)
         if scenario == "drain_long":  # start-up under 10% of the drain

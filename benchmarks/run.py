@@ -101,7 +101,7 @@ SCENARIOS = ["enqueue", "bulk", "drain", "pickup", "claim"]
 EXTRA = {
     "sqlqueue": ["drain_queue", "memory", "enqueue_autocommit", "enqueue16",
                  "enqueue16_nonotify", "drain_long", "drain_write", "drain_transactional",
-                 "enqueue_nosync", "pickup_nosync"],
+                 "enqueue_nosync", "pickup_nosync", "bulk_prepared"],
     "pgqueuer": ["enqueue_autocommit", "enqueue16", "drain_long"],
     "procrastinate": ["enqueue_autocommit", "enqueue16", "drain_write"],
     "chancy": ["enqueue_autocommit", "enqueue16"],
@@ -350,6 +350,8 @@ METRICS = [
     # (row label, path, format, higher is better)
     ("Enqueue, 1 job/transaction (jobs/s)", ("enqueue", "jobs_per_s"), "{:,.0f}", True),
     ("Bulk enqueue (jobs/s)", ("bulk", "jobs_per_s"), "{:,.0f}", True),
+    ("Bulk enqueue of prepared jobs, django-sqlqueue's bulk_enqueue (jobs/s)",
+     ("bulk_prepared", "jobs_per_s"), "{:,.0f}", True),
     ("Drain, W=2, incl. start-up (jobs/s)", ("drain", "jobs_per_s"), "{:,.0f}", True),
     ("Drain, W=2, once started (jobs/s)", ("drain", "steady_jobs_per_s"), "{:,.0f}", True),
     ("Long drain, W=2, once started (jobs/s)", ("drain_long", "steady_jobs_per_s"), "{:,.0f}",

@@ -51,6 +51,15 @@ class Task(RegisteredTask):
         job = building.prepare_job(Job, self, args, kwargs)
         return inserting.insert_job(job, router.db_for_write(Job))
 
+    def enqueue_many(self, calls) -> list:
+        """One job per call in ``calls`` (a tuple of positional arguments, or a dict of keyword
+        arguments, each), inserted now in as few statements as possible, in the current
+        transaction of the jobs' database; returns their ids in order. Every call is checked
+        before anything is inserted. ``send.enqueue_many((user.pk,) for user in users)``."""
+        from .models import Job  # not at import: @job is used before the models are ready
+
+        return Job.objects.enqueue_many(self, calls)
+
     def enqueue_on_commit(self, *args, **kwargs):
         """Enqueue when the transaction on "default" commits (see ``enqueue_on_commit``)."""
         return enqueue_on_commit(self, args, kwargs)
@@ -61,6 +70,10 @@ class Task(RegisteredTask):
     async def aenqueue(self, *args, **kwargs):
         """``enqueue`` for async code: ``await task.aenqueue(...)``."""
         return await sync_to_async(self.enqueue, thread_sensitive=True)(*args, **kwargs)
+
+    async def aenqueue_many(self, calls) -> list:
+        """``enqueue_many`` for async code."""
+        return await sync_to_async(self.enqueue_many, thread_sensitive=True)(calls)
 
     async def aenqueue_on_commit(self, *args, **kwargs):
         """``enqueue_on_commit`` for async code."""

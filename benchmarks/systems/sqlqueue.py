@@ -86,6 +86,15 @@ class System(WorkflowSystem, harness.System):
             self.Order.objects.create(email=f"customer{i}@example.com", total=i)
 
     def bulk_enqueue(self, n):
+        # One task's many calls, as pgqueuer's bulk takes one entrypoint's many payloads.
+        batch = 10_000
+        for start in range(0, n, batch):
+            with transaction.atomic():
+                self.tasks.noop.enqueue_many([(i,) for i in range(start, min(n, start + batch))])
+
+    def bulk_enqueue_prepared(self, n):
+        """The bulk_prepared scenario: Job.objects.bulk_enqueue of prepared jobs (any tasks,
+        options per job)."""
         batch = 10_000
         for start in range(0, n, batch):
             jobs = [self.tasks.noop.prepare(i) for i in range(start, min(n, start + batch))]

@@ -318,7 +318,7 @@ class DatabaseDriver(KeyedReads, WriteStatements):
         raise NotImplementedError(f"{type(self).__name__} inserts through bulk_create")
 
     def document_value(self, column):
-        """How a per-job value of ``column`` (``enqueue/inserting._Column``) goes into the
+        """How a per-job value of ``column`` (``enqueue/columns.Column``) goes into the
         insert's document: a function of the value, None if it goes as it is, or NOT_PLAIN."""
         return column.to_plain
 

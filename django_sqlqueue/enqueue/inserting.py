@@ -24,15 +24,11 @@ MariaDB gets the same statement without NOTIFY, its document read by ``JSON_TABL
 database default, as in a ``Job(...)`` built by hand), go through ``bulk_create``.
 """
 
-import datetime as dt
 import functools
-import json
-import operator
 from contextlib import nullcontext
-from typing import NamedTuple
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models.expressions import DatabaseDefault, Value
+from django.db.models.expressions import DatabaseDefault
 from django.utils import timezone
 
 from .. import signals
@@ -41,11 +37,10 @@ from ..db.job_table import holds_unique_slot
 from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
 from ..telemetry import metrics, tracing
 from . import notify
+from .columns import JSON, all_identical, attrgetter, columns
 
-_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
-
-def enqueue_many(model, jobs, alias: str, *, batch_size: int = 1000) -> list:
+def bulk_enqueue(model, jobs, alias: str, *, batch_size: int = 1000) -> list:
     """``Job.objects.bulk_enqueue``: insert many prepared jobs of ``model`` on ``alias`` in as
     few statements as possible, all enqueued now: each gets this moment as its ``enqueued_at``,
     and a job that was due when it was prepared (no ``run_at`` or ``delay``) is due from this
@@ -136,33 +131,45 @@ def _insert(jobs: list, alias: str, batch_size: int) -> None:
             queues = {job.queue for job in jobs}
             channel = notify.CHANNEL if notify.should_notify(connection, queues) else None
         batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
-        all_or_nothing = (
-            transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
-        )
-        with all_or_nothing:
-            # In pipeline mode each batch's statement is sent without waiting for the one
-            # before, so PostgreSQL inserts a batch while Python builds the next.
-            with connection.wrap_database_errors, driver.pipeline(len(batches)):
-                sent = []
-                for batch in batches:
-                    statement = insert_statement(connection, batch, notify_channel=channel)
-                    if statement is None:
-                        _bulk_create(batch, alias, batch_size)
-                        continue
-                    sql_text, params = statement
-                    cursor = connection.cursor()
-                    cursor.execute(sql_text, params)
-                    sent.append((cursor, batch))
-                inserted = []
-                for cursor, batch in sent:
-                    with cursor:
-                        inserted.append((batch, cursor.fetchall()))
+        inserted = execute_batches(
+            alias, batches,
+            statement_of=lambda batch: insert_statement(connection, batch, notify_channel=channel),
+            unsaid=lambda batch: _bulk_create(batch, alias, batch_size))
         for batch, rows in inserted:  # only once every batch is in: a failed call sets no pk
             _set_pks(batch, rows, alias)
     notify.wake_in_process_after_commit(alias)
     if metrics.recording():
         # Counted at commit: a rolled-back enqueue never happened.
         transaction.on_commit(functools.partial(metrics.jobs_enqueued, jobs), using=alias)
+
+
+def execute_batches(alias: str, batches: list, *, statement_of, unsaid=None) -> list:
+    """Run ``statement_of(batch)`` (``(sql, params)`` of an INSERT that returns rows) for each
+    batch, in one transaction if there are several; returns ``(batch, rows)`` per batch run.
+    A batch whose statement is None goes to ``unsaid(batch)`` instead."""
+    connection = connections[alias]
+    all_or_nothing = (
+        transaction.atomic(using=alias, savepoint=False) if len(batches) > 1 else nullcontext()
+    )
+    with all_or_nothing:
+        # In pipeline mode each batch's statement is sent without waiting for the one
+        # before, so PostgreSQL inserts a batch while Python builds the next.
+        with connection.wrap_database_errors, ops(connection).pipeline(len(batches)):
+            sent = []
+            for batch in batches:
+                statement = statement_of(batch)
+                if statement is None:
+                    unsaid(batch)
+                    continue
+                sql_text, params = statement
+                cursor = connection.cursor()
+                cursor.execute(sql_text, params)
+                sent.append((cursor, batch))
+            inserted = []
+            for cursor, batch in sent:
+                with cursor:
+                    inserted.append((batch, cursor.fetchall()))
+    return inserted
 
 
 def _set_pks(jobs, rows, alias):
@@ -206,12 +213,30 @@ def insert_statement(connection, jobs: list, *, notify_channel=None):
     return sql, params
 
 
+def template_insert(connection, template, per_job: tuple, *, notify_channel=None):
+    """The INSERT of jobs equal to ``template`` (unsaved) but for the columns named in
+    ``per_job``, as ``statement(rows) -> (sql, params)``, ``rows`` holding one tuple of those
+    columns' values (in ``per_job``'s order) per job; None if the template cannot be said (a
+    column left to its database default)."""
+    split = _one_job(connection, template)
+    if split is None:
+        return None
+    shared = [(entry, param) for entry, param in zip(*split, strict=True)
+              if entry[0] not in per_job]
+    layout = (*(entry for entry, _ in shared), *((name, PER_JOB) for name in per_job))
+    shared = [param for _, param in shared]
+    tail = [] if notify_channel is None else [notify_channel]
+    sql = _statement_text(type(template), connection.alias, layout,
+                          notify=notify_channel is not None, many=True)
+    return lambda rows: (sql, [*shared, JSON.encode(rows), *tail])
+
+
 def _one_job(connection, job):
     """``(layout, params)`` of one job: every column SHARED, but those whose value the row gets
     without them (NULL, or the column's database default) left out."""
     layout, params = [], []
     plain = ops(connection).sends_plain_values
-    for column in _columns(type(job)):
+    for column in columns(type(job)):
         value = getattr(job, column.field.attname)
         if value is None and column.null_by_default:
             continue  # leaving the column out writes the same NULL
@@ -231,15 +256,15 @@ def _many_jobs(connection, jobs):
     layout, params = [], []
     driver = ops(connection)
     plain = driver.sends_plain_values
-    values_by_column = zip(*map(_attrgetter(type(jobs[0])), jobs), strict=True)
+    values_by_column = zip(*map(attrgetter(type(jobs[0])), jobs), strict=True)
     per_job = {}  # column name -> its values
     plain_texts = {}  # id(value) -> its plain form: a job's run_at is usually its enqueued_at
-    for column, values in zip(_columns(type(jobs[0])), values_by_column, strict=True):
+    for column, values in zip(columns(type(jobs[0])), values_by_column, strict=True):
         first = values[0]
         types = set(map(type, values))
         if DatabaseDefault in types:
             return None
-        if len(types) == 1 and _all_identical(values):
+        if len(types) == 1 and all_identical(values):
             if (first is not None or not column.null_by_default) and not column.is_default(first):
                 layout.append((column.name, SHARED))
                 params.append(None if first is None else column.as_param(first, connection,
@@ -262,7 +287,7 @@ def _many_jobs(connection, jobs):
     # One JSON array per job, its per-job values in layout order (tuples encode as arrays);
     # empty arrays if every value is shared: the document's length is the number of rows.
     rows = list(zip(*per_job.values(), strict=True)) if per_job else [()] * len(jobs)
-    params.append(_JSON.encode(rows))
+    params.append(JSON.encode(rows))
     return tuple(layout), params
 
 
@@ -274,7 +299,7 @@ def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: boo
     """The SQL of insert_statement (``insert_jobs``), built once per shape; ``layout`` is
     ``(column, SHARED or PER_JOB)`` per column."""
     connection = connections[alias]
-    columns_by_name = {c.name: c for c in _columns(model)}
+    columns_by_name = {c.name: c for c in columns(model)}
     type_of = ops(connection).document_type
     described = tuple(
         (name, source == SHARED, columns_by_name[name].is_json,
@@ -282,114 +307,3 @@ def _statement_text(model, alias: str, layout: tuple, *, notify: bool, many: boo
         for name, source in layout
     )
     return ops(connection).insert_jobs(model, described, notify=notify, many=many)
-
-
-def _all_identical(values: tuple) -> bool:
-    """Whether every value (all of one type) is the first, as stored: inside JSON too, where
-    1, 1.0 and True differ though Python finds them equal."""
-    first = values[0]
-    return values.count(first) == len(values) and (
-        not isinstance(first, (dict, list))
-        or not first  # equal to an empty container: empty too
-        or all(value is first or _same_json(value, first) for value in values)
-    )
-
-
-def _same_json(a, b) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_json(a[key], b[key]) for key in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same_json, a, b))
-    return a == b
-
-
-#: How a value of each field type is made plain (text, a number, a bool; None: it already is).
-#: PostgreSQL reads them back exactly: ISO 8601 keeps the offset and the microseconds, a
-#: float's repr() all its digits. JSON values are sent as JSON. Other field types go through
-#: their field's get_db_prep_save, and are never put in the document.
-_PLAIN = {
-    **dict.fromkeys(
-        ["CharField", "TextField", "BooleanField", "FloatField", "IntegerField",
-         "SmallIntegerField", "BigIntegerField", "PositiveIntegerField",
-         "PositiveSmallIntegerField", "PositiveBigIntegerField", "JSONField"],
-    ),
-    "DateTimeField": dt.datetime.isoformat,
-    "UUIDField": str,
-}
-
-
-class _Column(NamedTuple):
-    field: object
-    name: str
-    to_plain: object  # from _PLAIN, or _NOT_PLAIN
-    is_json: bool
-    null_by_default: bool  # no database default: an INSERT that leaves it out writes NULL
-    # The database default, as a value (JSON decoded from its text), where it is a constant;
-    # _NO_DEFAULT where there is none or it is computed (Now()).
-    default: object
-
-    def is_default(self, value) -> bool:
-        """Whether an INSERT that leaves this column out writes ``value`` (as stored: JSON by
-        its text, where 1 and true differ; a bool is never taken for 0 or 1)."""
-        default = self.default
-        if default is _NO_DEFAULT or value is None:
-            return False
-        if self.is_json:
-            # Equality first (a payload against "{}" differs by its length at once), so that
-            # the text, compared only then, is not encoded here as well as in as_param.
-            return (isinstance(value, (dict, list)) and value == default
-                    and _JSON.encode(value) == _JSON.encode(default))
-        return value == default and isinstance(value, bool) == isinstance(default, bool)
-
-    def as_param(self, value, connection, plain: bool):
-        """``value`` as a statement parameter (JSON as its text); ``plain``: the driver's
-        ``sends_plain_values``."""
-        if self.is_json:
-            return _JSON.encode(value)
-        if self.to_plain is _NOT_PLAIN or not plain:
-            return self.field.get_db_prep_save(value, connection)
-        return value if self.to_plain is None else self.to_plain(value)
-
-
-@functools.cache
-def _columns(model) -> tuple:
-    """The columns an insert may write: all but the primary key."""
-    columns = []
-    for field in model._meta.concrete_fields:
-        if field is model._meta.pk:
-            continue
-        kind = field.get_internal_type()
-        columns.append(_Column(
-            field, field.column, _PLAIN.get(kind, _NOT_PLAIN), kind == "JSONField",
-            not field.has_db_default(), _constant_default(field),
-        ))
-    return tuple(columns)
-
-
-_NO_DEFAULT = object()
-
-
-def _constant_default(field):
-    """``field``'s database default where it is a constant (``db_default=0``,
-    ``db_default=Value("[]")``: a JSON field's, given as its text, decoded), else
-    ``_NO_DEFAULT``."""
-    if not field.has_db_default():
-        return _NO_DEFAULT
-    default = field.db_default
-    if isinstance(default, Value):
-        default = default.value
-    elif hasattr(default, "resolve_expression"):
-        return _NO_DEFAULT  # computed by the database (Now())
-    if field.get_internal_type() == "JSONField":
-        # Given as its text here; anything else is not a default this module can compare.
-        return json.loads(default) if isinstance(default, str) else _NO_DEFAULT
-    if isinstance(default, (str, int, float, bool)):
-        return default
-    return _NO_DEFAULT
-
-
-@functools.cache
-def _attrgetter(model):
-    return operator.attrgetter(*(column.field.attname for column in _columns(model)))

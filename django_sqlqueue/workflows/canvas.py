@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from django.db import router, transaction
 
 from ..enqueue.arguments import parent_results_given_first
-from ..enqueue.inserting import enqueue_many
+from ..enqueue.inserting import bulk_enqueue
 from ..exceptions import InvalidWorkflow
 from ..statuses import JobStatus
 from ..transitions import changes
@@ -270,7 +270,7 @@ class Workflow:
         from ..models import JobDependency  # not at import: see _job_model
 
         with transaction.atomic(using=alias):
-            enqueue_many(_job_model(), jobs, alias)
+            bulk_enqueue(_job_model(), jobs, alias)
             JobDependency._default_manager.using(alias).bulk_create([
                 JobDependency(child_id=job.pk, parent_id=jobs[parent].pk, position=position,
                               run_anyway=run_anyway)
