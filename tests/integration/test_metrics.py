@@ -120,6 +120,12 @@ def test_enqueues_are_counted_when_they_commit_and_never_after_a_rollback():
     assert enqueued("default", ADD) == before_add + 1
     Job.objects.bulk_enqueue(add.prepare(n, 1) for n in range(3))
     assert enqueued("default", ADD) == before_add + 4
+    add.enqueue_many((n, 1) for n in range(5))
+    assert enqueued("default", ADD) == before_add + 9
+    with pytest.raises(RuntimeError), transaction.atomic():
+        add.enqueue_many((n, 1) for n in range(5))
+        raise RuntimeError("roll back")
+    assert enqueued("default", ADD) == before_add + 9
 
 
 def test_a_metrics_port_out_of_range_is_refused():

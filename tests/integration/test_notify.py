@@ -32,6 +32,14 @@ def test_one_notify_per_queue_per_transaction_after_commit(listener):
     assert sorted(listener()) == ["default", "emails"]
 
 
+def test_enqueue_many_notifies_its_queue_at_commit(listener):
+    with transaction.atomic():
+        send_email.enqueue_many([("a@example.com",), ("b@example.com",)])
+        add.using(queue="other").enqueue_many((n, n) for n in range(5))
+        assert listener() == []
+    assert sorted(listener()) == ["emails", "other"]
+
+
 def test_a_rolled_back_savepoint_takes_its_notify_with_it(listener):
     with transaction.atomic():
         with pytest.raises(RuntimeError), transaction.atomic():

@@ -95,12 +95,16 @@ def test_the_function_runs_inside_the_run_span(spans, monkeypatch):
     assert current.get_span_context().span_id == only(spans, "process default").context.span_id
 
 
-def test_a_bulk_enqueue_is_one_span_and_every_row_carries_it(spans):
-    jobs = Job.objects.bulk_enqueue(add.prepare(n, n) for n in range(3))
+@pytest.mark.parametrize("bulk", [
+    lambda: [job.pk for job in Job.objects.bulk_enqueue(add.prepare(n, n) for n in range(3))],
+    lambda: add.enqueue_many((n, n) for n in range(3)),
+], ids=["bulk_enqueue", "enqueue_many"])
+def test_a_bulk_enqueue_is_one_span_and_every_row_carries_it(spans, bulk):
+    ids = bulk()
     send = only(spans, "send default")
     assert send.attributes["messaging.batch.message_count"] == 3
     assert "messaging.message.id" not in send.attributes  # one id per message: none for a batch
-    contexts = {str(j.trace_context) for j in Job.objects.filter(pk__in=[j.pk for j in jobs])}
+    contexts = {str(j.trace_context) for j in Job.objects.filter(pk__in=ids)}
     assert len(contexts) == 1 and format(send.context.span_id, "016x") in contexts.pop()
 
 
