@@ -15,11 +15,8 @@ from ...queues import control
 from ...worker import children, log_format
 from ...worker.config import InvalidWorkerOption, WorkerConfig
 from ...worker.job_threads import PoolStartError
-from ...worker.metrics_export import MetricsExport
 from ...worker.process import RECYCLE_EXIT_CODE, WorkerProcess
 from ...worker.resilience import call_with_retry
-from ...worker.scaler import Scaler
-from ...worker.supervisor import Supervisor
 from ..queue_names import did_you_mean, queues_of_registered_tasks
 
 
@@ -165,9 +162,14 @@ class Command(BaseCommand):
                 f"it anyway, for jobs enqueued with queue={queue!r}."
             )
 
-    def _export_metrics(self, config) -> MetricsExport | None:
+    def _export_metrics(self, config):
+        """The metrics endpoint of --metrics-port (a MetricsExport), or None."""
         if config.metrics_port is None:
             return None
+        # Imported here, as the supervisor and the scaler below: a worker without the option
+        # (and a single process) does not load them at its start.
+        from ...worker.metrics_export import MetricsExport
+
         export = MetricsExport(port=config.metrics_port, address=config.metrics_address,
                                processes=config.autoscale_range[1] if config.autoscale_range
                                else config.processes)
@@ -181,6 +183,9 @@ class Command(BaseCommand):
         return export
 
     def _supervise(self, config, start_method, export) -> int:
+        from ...worker.scaler import Scaler
+        from ...worker.supervisor import Supervisor
+
         if start_method == "fork":
             blocker = children.fork_blocker()
             if blocker:
