@@ -59,14 +59,14 @@ class Column(NamedTuple):
     is_json: bool
     null_by_default: bool  # no database default: an INSERT that leaves it out writes NULL
     # The database default, as a value (JSON decoded from its text), where it is a constant;
-    # _NO_DEFAULT where there is none or it is computed (Now()).
+    # NO_DEFAULT where there is none or it is computed (Now()).
     default: object
 
     def is_default(self, value) -> bool:
         """Whether an INSERT that leaves this column out writes ``value`` (as stored: JSON by
         its text, where 1 and true differ; a bool is never taken for 0 or 1)."""
         default = self.default
-        if default is _NO_DEFAULT or value is None:
+        if default is NO_DEFAULT or value is None:
             return False
         if self.is_json:
             # Equality first (a payload against "{}" differs by its length at once), so that
@@ -100,26 +100,26 @@ def columns(model) -> tuple:
     return tuple(found)
 
 
-_NO_DEFAULT = object()
+NO_DEFAULT = object()
 
 
 def _constant_default(field):
     """``field``'s database default where it is a constant (``db_default=0``,
     ``db_default=Value("[]")``: a JSON field's, given as its text, decoded), else
-    ``_NO_DEFAULT``."""
+    ``NO_DEFAULT``."""
     if not field.has_db_default():
-        return _NO_DEFAULT
+        return NO_DEFAULT
     default = field.db_default
     if isinstance(default, Value):
         default = default.value
     elif hasattr(default, "resolve_expression"):
-        return _NO_DEFAULT  # computed by the database (Now())
+        return NO_DEFAULT  # computed by the database (Now())
     if field.get_internal_type() == "JSONField":
         # Given as its text here; anything else is not a default this module can compare.
-        return json.loads(default) if isinstance(default, str) else _NO_DEFAULT
+        return json.loads(default) if isinstance(default, str) else NO_DEFAULT
     if isinstance(default, (str, int, float, bool)):
         return default
-    return _NO_DEFAULT
+    return NO_DEFAULT
 
 
 @functools.cache

@@ -37,7 +37,7 @@ from ..db.job_table import holds_unique_slot
 from ..db.pieces import NOT_PLAIN as _NOT_PLAIN
 from ..telemetry import metrics, tracing
 from . import notify
-from .columns import JSON, all_identical, attrgetter, columns
+from .columns import JSON, NO_DEFAULT, all_identical, attrgetter, columns
 
 
 def bulk_enqueue(model, jobs, alias: str, *, batch_size: int = 1000) -> list:
@@ -236,16 +236,22 @@ def _one_job(connection, job):
     without them (NULL, or the column's database default) left out."""
     layout, params = [], []
     plain = ops(connection).sends_plain_values
-    for column in columns(type(job)):
-        value = getattr(job, column.field.attname)
-        if value is None and column.null_by_default:
-            continue  # leaving the column out writes the same NULL
+    model = type(job)
+    # Every enqueue() runs this loop over the table's 40-odd columns: the values read at once
+    # (one attrgetter), and the default compared only where the column has a constant one.
+    for column, value in zip(columns(model), attrgetter(model)(job), strict=True):
+        if value is None:
+            if column.null_by_default:
+                continue  # leaving the column out writes the same NULL
+            layout.append((column.name, SHARED))
+            params.append(None)
+            continue
         if isinstance(value, DatabaseDefault):
             return None
-        if column.is_default(value):
+        if column.default is not NO_DEFAULT and column.is_default(value):
             continue  # leaving it out writes the same value
         layout.append((column.name, SHARED))
-        params.append(None if value is None else column.as_param(value, connection, plain))
+        params.append(column.as_param(value, connection, plain))
     return tuple(layout), params
 
 
