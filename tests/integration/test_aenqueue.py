@@ -1,7 +1,8 @@
 """The async twins of the enqueue entry points (``aenqueue``, ``abulk_enqueue``,
-``aenqueue_on_commit``): the same jobs and errors as their sync twins, and inside the caller's
-atomic block they join its transaction (sync_to_async(thread_sensitive=True) runs them on the
-thread of the caller's sync work, as in an async view under a sync middleware or test)."""
+``aenqueue_many``, ``aenqueue_on_commit``): the same jobs and errors as their sync twins, and
+inside the caller's atomic block they join its transaction (sync_to_async(thread_sensitive=True)
+runs them on the thread of the caller's sync work, as in an async view under a sync middleware
+or test)."""
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -51,6 +52,15 @@ def test_abulk_enqueue_inserts_every_job():
     assert Job.objects.filter(pk__in=[job.pk for job in jobs]).count() == 5
 
 
+def test_aenqueue_many_inserts_a_job_per_call_and_returns_their_ids():
+    ids = async_to_sync(add.aenqueue_many)([(1, 2), {"a": 3, "b": 4}])
+    more = wait_for(Job.objects.aenqueue_many(add, [(5, 6)] * 3, priority=7, batch_size=2))
+    rows = Job.objects.in_bulk(ids + more)
+    assert [rows[pk].payload for pk in ids] == [{"args": [1, 2], "kwargs": {}},
+                                               {"args": [], "kwargs": {"a": 3, "b": 4}}]
+    assert [(rows[pk].args, rows[pk].priority) for pk in more] == [([5, 6], 7)] * 3
+
+
 def test_the_async_twins_raise_what_the_sync_ones_raise():
     with pytest.raises(InvalidPayload):
         async_to_sync(add.aenqueue)(object(), 1)
@@ -60,6 +70,8 @@ def test_the_async_twins_raise_what_the_sync_ones_raise():
         wait_for(Job.objects.abulk_enqueue([Job.objects.enqueue(add, (1, 2))]))
     with pytest.raises(ValueError, match="unique_key"):
         wait_for(Job.objects.abulk_enqueue([add.using(unique_key="k").prepare(1, 2)]))
+    with pytest.raises(InvalidPayload, match=r"call 1"):
+        async_to_sync(add.aenqueue_many)([(1, 2), 3])
     assert Job.objects.count() == 1  # only the sync enqueue above
 
 
@@ -67,7 +79,8 @@ def test_aenqueue_joins_the_callers_transaction():
     with pytest.raises(Rollback), transaction.atomic():
         async_to_sync(add.aenqueue)(1, 2)
         wait_for(Job.objects.abulk_enqueue([add.prepare(3, 4)]))
-        assert Job.objects.count() == 2  # seen inside the transaction
+        async_to_sync(add.aenqueue_many)([(5, 6), (7, 8)])
+        assert Job.objects.count() == 4  # seen inside the transaction
         raise Rollback
     assert Job.objects.count() == 0  # rolled back with it
     with transaction.atomic():
