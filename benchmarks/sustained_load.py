@@ -66,6 +66,9 @@ TABLE = "django_sqlqueue_job"
 #: PRUNE_INTERVAL_SECONDS (600) nothing is pruned for the first 10 minutes, and the first pass
 #: then deletes 2.5 million rows while the phase after it is measured (it did, in two runs).
 WORKER_SETTINGS = {"KEEP_SUCCEEDED_SECONDS": 60, "PRUNE_INTERVAL_SECONDS": 10}
+#: ``--no-prune``: succeeded jobs kept, so that a run shows the load without the prune's writes
+#: (the insert, the claim and the outcome alone), the floor that no way of pruning goes below.
+NO_PRUNE_SETTINGS = {"KEEP_SUCCEEDED_SECONDS": None}
 TICK = 0.1  # seconds between two enqueued batches
 PAYLOAD = "jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb)"
 ENQUEUE = (f"WITH inserted AS (INSERT INTO {TABLE} (task_name, payload) "  # noqa: S608
@@ -360,7 +363,8 @@ def run_variant(variant, cluster, args, logdir) -> dict:
     end = 2 * length + args.after_minutes * 60
     dsn = cluster.dsn(db)
     cluster.psql(db, "SELECT pg_stat_statements_reset()")
-    proc, log = start_workers(env, WORKER_SETTINGS, logdir, f"{variant}-load")
+    settings = NO_PRUNE_SETTINGS if args.no_prune else WORKER_SETTINGS
+    proc, log = start_workers(env, settings, logdir, f"{variant}-load")
     time.sleep(2)  # the workers are up and listening
     started = time.monotonic()
     enqueuer = Enqueuer(dsn, rate, started)
@@ -395,7 +399,7 @@ def run_variant(variant, cluster, args, logdir) -> dict:
               "enqueue_jobs_per_s": round(rate), "minutes": args.minutes,
               "after_minutes": args.after_minutes,
               "transaction_held_s": list(held) if args.transaction else None,
-              "reloptions": reloptions, "phases": summary,
+              "reloptions": reloptions, "phases": summary, "pruned": not args.no_prune,
               "enqueued": sum(b - a + 1 for _, a, b in enqueuer.batches),
               "ready_at_end": samples[-1]["ready"] if samples else None}
     if "quiet" in summary:
@@ -460,6 +464,8 @@ def main():
                         help="the load: this share of the capacity (jobs per second)")
     parser.add_argument("--no-transaction", dest="transaction", action="store_false",
                         help="hold no transaction: the same load throughout")
+    parser.add_argument("--no-prune", action="store_true",
+                        help="keep succeeded jobs: the load without the prune's writes")
     parser.add_argument("--plot", type=Path, default=None, help="a PNG to draw")
     parser.add_argument("--output", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args()

@@ -322,16 +322,19 @@ class WriteStatements:
             f"{self.lock_clause()}) RETURNING {col['id']}"
         )
 
-    def delete_jobs(self, model, *, picked_sql: str, picked_params) -> tuple:
+    def delete_jobs(self, model, *, picked_sql: str, picked_params, dependents=()) -> tuple:
         """DELETE the jobs whose ids ``picked_sql`` (with ``picked_params``) selects, in one
-        statement; (sql, params) whose rows are their ids."""
-        return self._delete_jobs(model, picked_sql), list(picked_params)
+        statement: (sql, params, left), its rows their ids. ``dependents``: (model, name of its
+        foreign key to the job) of rows that go with their job, deleted by the same statement
+        where the database can (PostgreSQL); ``left`` holds those the caller must delete."""
+        sql, left = self._delete_jobs(model, picked_sql, tuple(dependents))
+        return sql, list(picked_params), left
 
-    def _delete_jobs(self, model, picked_ids_sql: str) -> str:
+    def _delete_jobs(self, model, picked_ids_sql: str, dependents: tuple) -> tuple[str, tuple]:
         quote = self.connection.ops.quote_name
         pk = quote(model._meta.pk.column)
         return (f"DELETE FROM {quote(model._meta.db_table)} "  # noqa: S608 - names only
-                f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {pk}")
+                f"WHERE {pk} IN ({picked_ids_sql}) RETURNING {pk}", dependents)
 
     def statement_timeout(self, *, seconds: float) -> tuple | None:
         """(sql, params) that limits each later statement of the current transaction to

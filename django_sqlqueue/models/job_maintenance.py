@@ -15,6 +15,9 @@ from ..transitions import changes
 from .dependency import JobDependency
 from .step import JobStep
 
+#: The rows that go with a job that ``delete_batch`` deletes: (model, its foreign key's name).
+DEPENDENTS = ((JobStep, "job"), (JobDependency, "child"))
+
 
 class JobMaintenance:
     """Mixed into ``JobQuerySet``: ``self`` is a queryset of jobs."""
@@ -92,16 +95,16 @@ class JobMaintenance:
             picked = picked.filter(pk__gt=after)
         picked = picked.values("pk")[:limit]
         picked_sql, picked_params = picked.query.get_compiler(using=alias).as_sql()
-        statement, params = ops(connection).delete_jobs(
-            self.model, picked_sql=picked_sql, picked_params=picked_params)
+        # With the jobs go their durable steps (found by the steps' unique index, which the job
+        # leads) and the workflow edges of the jobs deleted as children (their parents may be
+        # gone already; the edges' index on the child). Here, not in delete_in_batches, so that
+        # the worker's cleaner, which calls this, leaves no edge behind either.
+        statement, params, left = ops(connection).delete_jobs(
+            self.model, picked_sql=picked_sql, picked_params=picked_params,
+            dependents=DEPENDENTS)
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
             ids = [row[0] for row in cursor.fetchall()]
-        if ids:  # in the caller's transaction: their durable steps (one DELETE by the steps'
-            # unique index, which the job leads) and the workflow edges of the jobs deleted as
-            # children (their parents may be gone already; one DELETE by the edges' index on
-            # the child). Here, not in delete_in_batches, so that the worker's cleaner, which
-            # calls this, leaves no edge behind either.
-            JobStep.objects.using(alias).filter(job_id__in=ids).delete()
-            JobDependency.objects.using(alias).filter(child_id__in=ids).delete()
+        for model, name in left if ids else ():  # in the caller's transaction
+            model.objects.using(alias).filter(**{f"{name}__in": ids}).delete()
         return ids

@@ -206,6 +206,11 @@ SQL_ASSEMBLY["db/mariadb/statements.py"] = SQL_ASSEMBLY.pop("sql_mariadb.py")
 # columns (table, col), the driver's ready_prefix (quoted names), the key column (key, quoted)
 # and its test (test: "> %s", "> ''" or "IS NOT NULL").
 SQL_ASSEMBLY["db/mariadb/driver.py"] = _DRIVERS | {"ready_prefix", "test"}
+# Issue 41, the prune's one statement on PostgreSQL (delete_jobs): the dependents' quoted table
+# and column names (other, column), their CTE's number (an int of enumerate), those CTEs joined
+# (deletes), and the condition of among_picked, of the quoted pk and the ORM's compiled pick
+# (picked).
+SQL_ASSEMBLY["db/postgresql/statements.py"] = _DRIVERS | {"other", "number", "deletes", "picked"}
 # Issue 41, tablehealth: advice shown to the operator, never run: it names the statement that
 # ends a session (a holder's pid, gid or thread id, as the database reported it).
 SQL_ASSEMBLY["observability/table_health.py"] = {"holder"}

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from django_sqlqueue.db import ops, returning
 from django_sqlqueue.db.pieces import OutcomeRow
-from django_sqlqueue.models import Job, Leader, Schedule, ThroughputCount, Worker
+from django_sqlqueue.models import Job, JobStep, Leader, Schedule, ThroughputCount, Worker
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.transitions.changes import WORKER_LOST_TYPE
 from tests.factories import JobFactory, WorkerFactory
@@ -227,10 +227,29 @@ def test_delete_jobs_deletes_exactly_the_picked_jobs_and_returns_their_ids():
     picked = Job.objects.filter(pk__in=[job.pk for job in jobs[1:]]).order_by("pk").values(
         "pk")[:2]
     picked_sql, picked_params = picked.query.get_compiler(using="default").as_sql()
-    deleted = fetch(*ops(connection).delete_jobs(
-        Job, picked_sql=picked_sql, picked_params=picked_params))
-    assert sorted(pk for pk, in deleted) == [jobs[1].pk, jobs[2].pk]
+    statement, params, left = ops(connection).delete_jobs(
+        Job, picked_sql=picked_sql, picked_params=picked_params)
+    assert sorted(pk for pk, in fetch(statement, params)) == [jobs[1].pk, jobs[2].pk]
     assert sorted(Job.objects.values_list("pk", flat=True)) == [jobs[0].pk, jobs[3].pk]
+    assert left == ()
+
+
+def test_delete_jobs_deletes_the_dependents_it_can_and_names_the_rest():
+    """On PostgreSQL the jobs' steps go in the same statement, and none is left to the caller;
+    elsewhere the statement deletes the jobs only and hands the dependents back."""
+    jobs = [JobFactory(succeeded=True) for _ in range(3)]
+    for job in jobs:
+        JobStep.objects.create(job=job, name="charge", result={"paid": job.pk})
+    picked = Job.objects.filter(pk__in=[jobs[0].pk, jobs[1].pk]).values("pk")
+    picked_sql, picked_params = picked.query.get_compiler(using="default").as_sql()
+    statement, params, left = ops(connection).delete_jobs(
+        Job, picked_sql=picked_sql, picked_params=picked_params, dependents=[(JobStep, "job")])
+    assert sorted(pk for pk, in fetch(statement, params)) == [jobs[0].pk, jobs[1].pk]
+    steps = sorted(JobStep.objects.values_list("job_id", flat=True))
+    if connection.vendor == "postgresql":
+        assert (left, steps) == ((), [jobs[2].pk])
+    else:
+        assert (left, steps) == (((JobStep, "job"),), [job.pk for job in jobs])
 
 
 # ---- add_throughput_counts ------------------------------------------------------------------

@@ -143,10 +143,10 @@ class MariaDBDriver(DatabaseDriver):
                                    "skipped_ticks", "last_skipped_at"))
         return statements.advance_schedule(table, col)
 
-    def _delete_jobs(self, model, picked_ids_sql: str) -> str:
+    def _delete_jobs(self, model, picked_ids_sql: str, dependents: tuple) -> tuple[str, tuple]:
         quote = self.connection.ops.quote_name
         return statements.delete_jobs(quote(model._meta.db_table), quote(model._meta.pk.column),
-                                      picked_ids_sql)
+                                      picked_ids_sql), dependents
 
     def bound_transaction(self, *, seconds: float) -> list:
         # MariaDB has no SET LOCAL: the session's settings, on the lane's own connection, which

@@ -112,6 +112,13 @@ class PostgreSQLDriver(DatabaseDriver):
 
     # ---- writes -----------------------------------------------------------------------------
 
+    def _delete_jobs(self, model, picked_ids_sql: str, dependents: tuple) -> tuple[str, tuple]:
+        quote, pk = self.connection.ops.quote_name, model._meta.pk.column
+        others = [(quote(other._meta.db_table), quote(other._meta.get_field(name).column))
+                  for other, name in dependents]  # all deleted here: none left
+        return statements.delete_jobs(quote(model._meta.db_table), quote(pk), others,
+                                      self.among_picked(quote(pk), picked_ids_sql)), ()
+
     def status_written(self, col: dict, job: str) -> str:
         """The status, and for a job someone waits for (``awaited``) that ended, its id sent
         on FINISHED_CHANNEL (delivered at commit; dropped on rollback). A job nobody waits for
@@ -253,8 +260,7 @@ class PostgreSQLDriver(DatabaseDriver):
 
     def replica_state(self) -> tuple | None:
         with self.connection.cursor() as cursor:
-            cursor.execute(statements.REPLICA_STATE, [])
-            return cursor.fetchone()
+            return cursor.execute(statements.REPLICA_STATE, []).fetchone()
 
     def query_row_estimate(self, queryset) -> float:
         query_sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
