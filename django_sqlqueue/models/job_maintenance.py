@@ -105,6 +105,7 @@ class JobMaintenance:
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
             ids = [row[0] for row in cursor.fetchall()]
-        for model, name in left if ids else ():  # in the caller's transaction
-            model.objects.using(alias).filter(**{f"{name}__in": ids}).delete()
+        if ids:  # in the caller's transaction: the dependents the statement did not delete
+            for model, name in left:
+                model.objects.using(alias).filter(**{f"{name}__in": ids}).delete()
         return ids
