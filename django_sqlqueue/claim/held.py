@@ -10,7 +10,7 @@ So once its database was in trouble, a worker reads back its claims before it st
 held job (``Pool``), and drops the ones it lost.
 """
 
-from ..statuses import JobStatus
+from ..db.pieces import running_by_id
 
 
 def still_held(jobs, worker_id: str, claims) -> set:
@@ -20,7 +20,7 @@ def still_held(jobs, worker_id: str, claims) -> set:
     claims = list(claims)
     if not claims:
         return set()
-    rows = (jobs.filter(pk__in=[pk for pk, _ in claims], status=JobStatus.RUNNING,
+    rows = (jobs.filter(pk__in=[pk for pk, _ in claims], status=running_by_id(),
                         claimed_by=worker_id)
             .values_list("pk", "claim_token"))
     found = set(rows)

@@ -4,7 +4,7 @@ statement as PostgreSQL and SQLite both say it, or the parts they share; a drive
 its database says otherwise (MariaDB: ``mariadb/statements.py``)."""
 
 from ..statuses import INTERRUPTION_FINAL, INTERRUPTION_RUNS_AGAIN, JobStatus
-from .pieces import ERROR_ENTRY_KEYS, cancel_wins, runs_again
+from .pieces import ERROR_ENTRY_KEYS, RUNNING_BY_ID, cancel_wins, runs_again
 
 
 class WriteStatements:
@@ -140,10 +140,10 @@ class WriteStatements:
 
     def fenced(self, col: dict, job: str, value: dict) -> str:
         """record_outcomes' WHERE and RETURNING: the job still running under the outcome's claim
-        token; its id and the status written."""
+        token (found by id: ``RUNNING_BY_ID``); its id and the status written."""
         return (f"WHERE {job}{col['id']} = {value['id']} "
                 f"AND {job}{col['claim_token']} = {value['token']} "
-                f"AND {job}{col['status']} = '{JobStatus.RUNNING.value}' "
+                f"AND {job}{col['status']} = {RUNNING_BY_ID} "
                 f"RETURNING {job}{col['id']}, {self.status_written(col, job)}")
 
     def status_written(self, col: dict, job: str) -> str:

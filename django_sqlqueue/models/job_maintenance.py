@@ -11,6 +11,7 @@ from ..conf import get_settings
 from ..db import ops
 from ..db.batches import short_transaction
 from ..db.clock import DatabaseNow
+from ..db.pieces import running_by_id
 from ..transitions import changes
 from .dependency import JobDependency
 from .step import JobStep
@@ -36,9 +37,8 @@ class JobMaintenance:
         # By the database's clock, like the claim's lease, unless ``now`` is given.
         expires_at = (DatabaseNow(seconds) if now is None
                       else now + dt.timedelta(seconds=seconds))
-        return self.running().filter(pk__in=list(job_ids), claimed_by=worker_id).update(
-            lease_expires_at=expires_at
-        )
+        return self.filter(pk__in=list(job_ids), claimed_by=worker_id,
+                           status=running_by_id()).update(lease_expires_at=expires_at)
 
     def rescue(self, now=None, *, reason="its lease expired", limit=500) -> int:
         """Give back the running jobs of this queryset as interrupted by the loss of their
