@@ -18,7 +18,9 @@ PostgreSQL is down waits in the pooler's queue and goes through once it is back,
 may never see an error, and its rescue then ran beside the heartbeats that had waited in the
 same queue (CI: a live worker's job rescued, an interruption counted, for an outage). The
 server's uptime (its own clock: no skew) is asked once a pass, by the leader only, and only when
-nothing else holds.
+nothing else holds. It is the least the server may have been up (MariaDB's whole-second Uptime,
+less one), so a server started within a second or two before this process looks started after
+it, and is held too: a missed restart costs a live worker's job, a needless hold one lease.
 
 A connection of this process that died while the server kept answering is not an outage here:
 no grace (``outages.reachable`` says which).

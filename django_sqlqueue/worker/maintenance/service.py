@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from django.db import DatabaseError, connections
 
 from ...conf import get_settings
+from ...db import outages
 from .cleaner import Cleaner, CleanerConfig
 from .expirer import Expirer, ExpirerConfig
 from .leader import Leader, LeaderConfig, default_holder
@@ -56,10 +57,11 @@ class MaintenanceResult:
 class Maintenance:
     def __init__(self, *, alias: str, lease_seconds: float, keep_succeeded, keep_failed,
                  worker_id: str | None = None, settings=None, table=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, server_uptime=outages.server_uptime):
         """The steps of one process, configured from ``settings`` (default: SQLQUEUE).
         ``worker_id`` is the name this process leads under (runworker: its worker name);
-        ``table`` its process table (default: identity.current())."""
+        ``table`` its process table (default: identity.current()); ``server_uptime`` how the
+        outage grace reads the server's uptime (tests give a known one)."""
         settings = settings or get_settings()
         batch = settings.MAINTENANCE_BATCH_SIZE
         timeout = settings.MAINTENANCE_STATEMENT_TIMEOUT_SECONDS
@@ -82,7 +84,8 @@ class Maintenance:
             alias=alias, clock=clock,
         )
         # No rescue and no silent worker reaped for one lease after an outage (outage_grace.py).
-        self.grace = OutageGrace(alias=alias, lease_seconds=lease_seconds, clock=clock)
+        self.grace = OutageGrace(alias=alias, lease_seconds=lease_seconds, clock=clock,
+                                 uptime=server_uptime)
         self.orphans = Orphans(OrphansConfig(batch, timeout), alias=alias)
         self.rollup = Rollup(RollupConfig(statement_timeout_seconds=timeout), alias=alias)
 
