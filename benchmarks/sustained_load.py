@@ -199,6 +199,10 @@ class Sampler(threading.Thread):
     def __init__(self, dsn, enqueuer, started):
         super().__init__(daemon=True)
         self.connection = connect(dsn)
+        # One core at most for its reads: its count of ready rows, once a second, ran with two
+        # parallel workers once a backlog of a million built up (2026-11-30), taking the cores
+        # whose work it measures just when the workers were behind.
+        self.connection.execute("SET max_parallel_workers_per_gather = 0")
         self.enqueuer = enqueuer
         self.started = started
         self.samples = []
