@@ -11,6 +11,8 @@ effects back when the fence finds the claim lost. Either way a failure's effects
 the failure is written as any job's (its retry policy, its errors).
 """
 
+import time
+
 from django.db import connections, transaction
 
 from ..db import outages
@@ -54,8 +56,11 @@ def run_claimed(job, alias: str) -> tuple[Outcome, bool]:
     write, its commit, the rollback) is an interruption, as it is inside the job: the effects
     went with the transaction, and the outcome writer records it, fenced, once the database
     answers (a commit that took effect before the connection broke left the job succeeded, and
-    the fence then finds it no longer running: nothing more is written)."""
+    the fence then finds it no longer running: nothing more is written). Counted towards its
+    max_interruptions as inside the job: only if the server stayed up and answers (its own
+    connection died), not after an outage (``outages.server_stayed_up``)."""
     written, outcome = None, None
+    began = time.monotonic()
     try:
         with transaction.atomic(using=alias):
             outcome = attempt(job, alias)
@@ -71,7 +76,10 @@ def run_claimed(job, alias: str) -> tuple[Outcome, bool]:
         if not outages.database_went_away(exc, alias):
             raise
         # (Without this, the exception ended the job's run in the pool's last resort: the job
-        # waited for its lease to run out, and was rescued as lost with its worker.)
+        # waited for its lease to run out, and was rescued as lost with its worker.) Counted
+        # only if the server stayed up, as the job's own error is (runner._raised); counted
+        # always, a restart charged every run it cut short here one of its max_interruptions.
         return Outcome(OutcomeKind.INTERRUPTED, error=exc,
+                       counted=outages.server_stayed_up(alias, began),
                        duration_seconds=outcome.duration_seconds if outcome else 0.0), None
     return outcome, written

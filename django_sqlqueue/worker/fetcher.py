@@ -1,8 +1,9 @@
 """The fetcher: a worker process's main thread, claiming jobs into the pool's free slots.
 
-One turn (``step``): give back the jobs claimed ahead that waited too long for a thread, claim
-up to the free slots (gathered a moment, so that one claim serves several), hand the jobs to the
-pool, then decide whether the process goes on: a signal, a recycle (``--max-jobs``,
+One turn (``step``): give back the jobs claimed ahead that waited too long for a thread (and,
+after a claim that failed with its connection, those it took if it committed all the same),
+claim up to the free slots (gathered a moment, so that one claim serves several), hand the jobs
+to the pool, then decide whether the process goes on: a signal, a recycle (``--max-jobs``,
 ``--max-memory``, a thread that cannot be stopped), ``--burst`` with nothing left or the
 supervisor gone stop it. Between turns it waits for a NOTIFY, a freed slot or the poll
 (``wakeup.py``); a claim the database fails is tried again after a backoff (``run``).
@@ -16,11 +17,12 @@ import time
 from django.utils import timezone
 
 from ..claim.bounded import ClaimBound
+from ..claim.held import unheld
 from ..claim.limited import QueueControls, read_controls
 from ..conf import get_settings
 from ..db import outages
 from ..models import Job, Queue, Worker
-from .pool import CLAIMED_AHEAD_MAX_WAIT
+from .pool import CLAIMED_AHEAD_MAX_WAIT, claim_of
 from .reporting import resident_memory_mb
 from .resilience import TRANSIENT, Backoff, drop_connection
 from .shutdown import release
@@ -50,6 +52,9 @@ class Fetcher:
         # jobs than it asked for: the queue was empty then, and new jobs wake the fetcher
         # themselves (a NOTIFY, the in-process wake-up, the poll).
         self.owes_claim = True
+        # The last claim failed with its connection: it may have committed, its reply lost
+        # (``claim/held.py``); its jobs are given back before the next claim.
+        self.reply_lost = False
         settings = get_settings()
         # Claims after the last claimed job while full claims are slow (a long transaction).
         self.claim_bound = ClaimBound(settings.SLOW_CLAIM_SECONDS,
@@ -157,6 +162,8 @@ class Fetcher:
         for job in self.pool.take_waiting(longer_than=CLAIMED_AHEAD_MAX_WAIT):
             # Claimed ahead, but the threads are busy with long jobs.
             release(job, alias=self.alias, worker_id=self.worker_id)
+        if self.reply_lost:
+            self._give_back_unheld()
         if self.draining:
             return []
         self._gather_free_slots()
@@ -173,10 +180,14 @@ class Fetcher:
         claimable = Job.objects.using(self.alias)
         if self.lanes:
             claimable = left_to_the_claim(claimable, controls)
-        jobs = claimable.claim(
-            self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
-            controls=controls, after=after,
-        )
+        try:
+            jobs = claimable.claim(
+                self.config.queues, self.worker_id, limit=free, lease=self.config.lease_seconds,
+                controls=controls, after=after,
+            )
+        except TRANSIENT:
+            self.reply_lost = True
+            raise
         self.claim_bound.claimed(jobs, bounded=after is not None,
                                  seconds=time.monotonic() - started, now=started)
         self.claimed_full_batch = len(jobs) == free
@@ -189,6 +200,21 @@ class Fetcher:
             self.pool.submit(job)
         self.claimed_total += len(jobs)
         return jobs
+
+    def _give_back_unheld(self) -> None:
+        """Give back, released (no attempt, no interruption counted), the jobs running under
+        this worker's name that it does not hold: a claim committed, its reply lost to a restart
+        or a broken connection. Left to their leases, the rescue counted each as interrupted by
+        a lost worker. Only the fetcher claims, and it is here: no claim of its own is on the
+        way."""
+        held = [claim_of(entry.job) for entry in self.pool.held()]
+        lost = unheld(Job.objects.using(self.alias), self.worker_id[:255], held)
+        if lost:
+            logger.warning("a claim's reply was lost: giving back %d job(s) it took (ids %s)",
+                           len(lost), ", ".join(str(job.pk) for job in lost))
+        for job in lost:
+            release(job, alias=self.alias, worker_id=self.worker_id)
+        self.reply_lost = False
 
     def _controls(self, max_age: float | None = None) -> QueueControls:
         """The paused and limited queues, read again once ``max_age`` seconds old (default:

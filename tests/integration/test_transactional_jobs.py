@@ -20,7 +20,15 @@ from django_sqlqueue.schedules.runtime import add_schedule
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker.transactional_lane import TransactionalLane
 from django_sqlqueue.workflows import chain
-from tests.testapp.jobs import insert_and_sleep, insert_once, insert_then_lose_connection, work
+from tests.support.waiting import wait_until
+from tests.testapp.jobs import (
+    insert_and_sleep,
+    insert_once,
+    insert_then_lose_connection,
+    insert_then_wait,
+    runs,
+    work,
+)
 from tests.testapp.models import Execution
 from tests.testapp.tasks import async_add
 
@@ -218,6 +226,43 @@ def test_the_database_going_away_before_the_outcome_is_written_interrupts_the_ru
     assert (queued.status, queued.interruptions) == (JobStatus.QUEUED, 1)
     assert (queued.attempts, queued.max_attempts) == (1, allowed + 1)  # the attempt given back
     assert "the database went away" in queued.errors[-1]["message"]
+
+
+@pytest.mark.server_database
+def test_a_restart_before_the_outcome_is_written_is_an_outage_not_counted(
+        database_server, tmp_path, monkeypatch):
+    """The server restarts while the job's transaction is open, after its write: the outcome's
+    write finds the connection gone. An outage, as for a job's own error: recorded, not counted
+    towards max_interruptions (before, it was counted: a restart under transactional jobs used
+    up their interruptions, tests/tasks_backend/test_kills.py)."""
+    if database_server is None:
+        pytest.skip("needs the suite's own server, to restart it")
+    log, flag = tmp_path / "runs.txt", tmp_path / "restarted"
+    monkeypatch.setenv("SQLQUEUE_TEST_RUNS_FILE", str(log))
+    queued = insert_then_wait.using(max_interruptions=1).enqueue(str(flag))
+    claimed, = Job.objects.claim(None, "w", limit=1)
+    ran = []
+
+    def run():
+        try:
+            ran.append(transactional.run_claimed(claimed, "default"))
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    wait_until(lambda: runs(log), what="the job's write, its transaction open")
+    database_server.restart()
+    flag.touch()
+    runner.join(timeout=240)
+    (outcome, written), = ran
+    assert (outcome.kind, outcome.counted, written) == (OutcomeKind.INTERRUPTED, False, None)
+    connections.close_all()
+    assert write([(claimed, transition(claimed, outcome))], "default") == {queued.pk}
+    queued.refresh_from_db()
+    assert (queued.status, queued.interruptions) == (JobStatus.QUEUED, 0), queued.errors
+    assert "an outage, not counted towards max_interruptions" in queued.errors[-1]["message"]
+    assert rows(queued.pk) == 0  # its row went with the transaction
 
 
 # ---- schedules ------------------------------------------------------------------------------

@@ -8,15 +8,17 @@ import threading
 import time
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connections
 
-from django_sqlqueue.claim.limited import QueueControls
+from django_sqlqueue.claim.limited import QueueControls, read_controls
+from django_sqlqueue.db import outages
 from django_sqlqueue.models import Job, Queue
 from django_sqlqueue.run import runner
 from django_sqlqueue.statuses import JobStatus
 from django_sqlqueue.worker import fetcher as fetcher_module
 from django_sqlqueue.worker.config import WorkerConfig
 from django_sqlqueue.worker.process import RECYCLE_EXIT_CODE, WorkerProcess
+from tests.support.server_side import end_connection
 from tests.support.waiting import wait_until
 from tests.testapp.models import Execution
 from tests.testapp.tasks import add, record, sleep_for
@@ -154,6 +156,36 @@ def test_a_job_released_for_waiting_too_long_and_claimed_again_at_once_runs_once
     assert process.pool.free_slots() == process.pool.capacity()
 
 
+
+
+@pytest.mark.server_database
+def test_the_jobs_of_a_claim_whose_reply_was_lost_are_given_back_at_the_next_claim():
+    """A claim that committed while its reply was lost (the server restarted, or the connection
+    broke, between its commit and the worker's read): the worker never holds its jobs, which the
+    database has running under its name. Its next claim gives them back, released, and runs
+    them: no attempt used, no interruption counted. Left to their leases, they were rescued as
+    interrupted by a lost worker (a restart charged them one of their max_interruptions:
+    tests/tasks_backend/test_kills.py)."""
+    job = add.enqueue(2, 3)
+    process = WorkerProcess(WorkerConfig(name="t", concurrency=1, poll_interval=60),
+                            out=io.StringIO())  # the controls just read stay fresh
+    process.pool.start()
+    process.writer.start()
+    try:
+        lost, = Job.objects.claim(None, process.worker_id, limit=1)  # committed, reply lost
+        process.fetcher.controls = read_controls(Queue, "default")  # the claim: first query
+        end_connection()  # the fetcher's connection, which the claim's reply never came back on
+        with pytest.raises(outages.CONNECTION_ERRORS):
+            process.fetcher.step()
+        connections["default"].close()  # what the fetch loop does after it
+        assert process.fetcher.step() is True
+        ran = wait_until(lambda: Job.objects.filter(pk=job.pk, status=JobStatus.SUCCEEDED)
+                         .first(), what="the job to run, given back", timeout=30)
+    finally:
+        process.pool.stop(wait=10)
+        process.writer.stop()
+    assert (ran.interruptions, ran.errors, ran.result) == (0, [], 5)
+    assert (ran.attempts, ran.max_attempts) == (2, lost.max_attempts + 1)  # one given back
 
 
 def _claims_failing(process, monkeypatch, failures):

@@ -35,6 +35,7 @@ class Fleet:
         self.args = list(args)
         self.killed = {}  # pid -> aware datetime just before its SIGKILL
         self.started = []  # every worker, the killed ones too
+        self.unreaped = []  # killed with reap=False: zombies until reap_killed()
         self.workers = [self._start(c) for c in concurrencies]
 
     def _start(self, concurrency):
@@ -43,9 +44,11 @@ class Fleet:
         self.started.append(worker)
         return worker
 
-    def kill(self, rng, *, among=None):
+    def kill(self, rng, *, among=None, reap=True):
         """SIGKILL a worker at random (``among``: of those whose pids are in it; None if none
-        is) and start its replacement; returns the victim."""
+        is) and start its replacement; returns the victim. ``reap=False``: the victim is left a
+        zombie, dead but not waited for, until ``reap_killed()``: its pid still looks alive to
+        maintenance's reaper, so nothing it held is rescued by pid until then."""
         if among is None:
             slot = rng.randrange(len(self.workers))
         else:
@@ -56,9 +59,20 @@ class Fleet:
         victim = self.workers[slot]
         self.killed[victim.pid] = timezone.now()
         os.killpg(victim.pid, signal.SIGKILL)
-        victim.proc.wait()  # reap it: a zombie's pid still looks alive to the reaper
+        if reap:
+            victim.proc.wait()  # reap it: a zombie's pid still looks alive to the reaper
+        else:
+            os.waitid(os.P_PID, victim.pid, os.WEXITED | os.WNOWAIT)  # dead, left unreaped
+            self.unreaped.append(victim)
         self.workers[slot] = self._start(victim.concurrency)
         return victim
+
+    def reap_killed(self) -> None:
+        """Reap the zombies ``kill(reap=False)`` left: their pids are gone, and maintenance's
+        reaper rescues what they held at its next pass."""
+        for victim in self.unreaped:
+            victim.proc.wait()
+        self.unreaped.clear()
 
     def wait_until(self, condition, *, what, timeout=120, interval=0.2):
         """``wait_until`` that fails at once, with the output, if a worker exits."""

@@ -109,6 +109,17 @@ def insert_then_lose_connection():
     end_connection(current_job()._state.db or "default")
 
 
+@job(name="chaos.insert_then_wait", transactional=True)
+def insert_then_wait(flag):
+    """A transactional job that writes its row (``insert_row``: logged), then waits, its
+    transaction open, until the file ``flag`` exists: a test restarts the database server
+    meanwhile (tests/integration/test_transactional_jobs.py)."""
+    from tests.support.waiting import wait_until
+
+    insert_row("waited")
+    wait_until(lambda: os.path.exists(flag), what=f"the file {flag}", timeout=120)
+
+
 @job(name="chaos.insert_and_sleep", transactional=True, timeout=1)
 def insert_and_sleep(seconds):
     """A transactional job that outlives its time limit: its row, then a sleep."""
