@@ -30,6 +30,22 @@ def _waiting_for_a_lock(connection) -> bool:
 
 
 def test_run_now_outside_a_transaction_is_retried_when_a_deadlock_picks_it():
+    # The victim is the session whose deadlock check, deadlock_timeout (1 s) after it began to
+    # wait, finds the cycle closed: run_now waits first, so it is the victim unless the other
+    # closes the cycle more than a second later (CI, three passes on two cores: the other was
+    # picked once, behind PgBouncer). Such a round proves nothing about run_now: it is run again.
+    for _ in range(3):
+        other_failed = _race()
+        if not other_failed:
+            break  # run_now was the victim, and its second attempt did the work
+    assert not other_failed, other_failed
+
+
+def _race() -> list:
+    """One round: run_now against a transaction that locks the same jobs in the other order;
+    checks that run_now did the work, and returns the other's errors (a deadlock if the
+    database picked it as the victim instead)."""
+    Job.objects.all().delete()
     later = timezone.now() + dt.timedelta(hours=1)
     first, second = (add.using(run_at=later).enqueue(1, n) for n in (1, 2))
     # Rows the other transaction changes too: MariaDB rolls back the lighter of the two (the
@@ -74,8 +90,9 @@ def test_run_now_outside_a_transaction_is_retried_when_a_deadlock_picks_it():
     finally:
         thread.join(60)
     assert not Job.objects.filter(run_at__gt=timezone.now()).exists()
-    assert not other_failed  # run_now was the victim, and its second attempt did the work
-    assert set(Job.objects.values_list("priority", flat=True)) == {1}
+    if not other_failed:
+        assert set(Job.objects.values_list("priority", flat=True)) == {1}
+    return other_failed
 
 
 def test_inside_a_transaction_a_deadlock_is_the_callers_to_redo():
